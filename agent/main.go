@@ -1,0 +1,19 @@
+// Command agent is the Flotilla agent: one leader-elected DaemonSet per member
+// cluster that keeps the hub informed and applies the member's Works.
+package main
+
+import (
+	"os"
+
+	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/agent/app"
+)
+
+func main() {
+	defer klog.Flush()
+	if err := app.NewAgentCommand().Execute(); err != nil {
+		klog.Flush()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,199 @@
+// Package app wires the hub binary: flags, clients, the health and metrics
+// server, and leader election on the host cluster. Controllers run only while
+// this replica leads.
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
+	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/version"
+)
+
+// Options are the hub's flags. Names follow karmada-controller-manager where
+// the concept is the same.
+type Options struct {
+	Kubeconfig             string
+	KubeAPIQPS             float32
+	KubeAPIBurst           int
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElection         LeaderElectionOptions
+}
+
+// LeaderElectionOptions configure the hub's Lease on the host cluster.
+type LeaderElectionOptions struct {
+	LeaderElect       bool
+	ResourceNamespace string
+	ResourceName      string
+	LeaseDuration     time.Duration
+	RenewDeadline     time.Duration
+	RetryPeriod       time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		KubeAPIQPS:             40,
+		KubeAPIBurst:           60,
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":10357",
+		LeaderElection: LeaderElectionOptions{
+			LeaderElect:       true,
+			ResourceNamespace: "flotilla-system",
+			ResourceName:      "flotilla-hub",
+			LeaseDuration:     15 * time.Second,
+			RenewDeadline:     10 * time.Second,
+			RetryPeriod:       2 * time.Second,
+		},
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to the host cluster's kubeconfig; empty means the in-cluster service account.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to the host cluster's apiserver.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to the host cluster's apiserver.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
+	le := &o.LeaderElection
+	fs.BoolVar(&le.LeaderElect, "leader-elect", le.LeaderElect, "Elect one active hub replica with a Lease on the host cluster.")
+	fs.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", le.ResourceNamespace, "Namespace of the hub's leader-election Lease.")
+	fs.StringVar(&le.ResourceName, "leader-elect-resource-name", le.ResourceName, "Name of the hub's leader-election Lease.")
+	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration, "How long a non-leader waits before taking over an unrenewed Lease.")
+	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "How long the leader keeps trying to renew before it stops leading.")
+	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "Interval between leader-election attempts.")
+}
+
+// Validate reports every invalid flag at once.
+func (o *Options) Validate() error {
+	le := o.LeaderElection
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if le.LeaderElect && !(le.LeaseDuration > le.RenewDeadline && le.RenewDeadline > le.RetryPeriod && le.RetryPeriod > 0) {
+		return fmt.Errorf("leader election needs --leader-elect-lease-duration > --leader-elect-renew-deadline > --leader-elect-retry-period > 0")
+	}
+	return nil
+}
+
+// NewHubCommand is the `hub` command.
+func NewHubCommand() *cobra.Command {
+	opts := NewOptions()
+	cmd := &cobra.Command{
+		Use:   "hub",
+		Short: "Flotilla hub: watches member Leases, taints, schedules and fails workloads over.",
+		Long: `The Flotilla hub runs on an existing host cluster. Its only store is the host
+apiserver (Flotilla CRDs); members reach it through their agents (pull mode).`,
+		SilenceUsage: true,
+		Version:      version.String(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			return Run(cmdutil.SignalContext(), opts)
+		},
+	}
+	fs := cmd.Flags()
+	opts.AddFlags(fs)
+	klogFlags := pflag.NewFlagSet("klog", pflag.ExitOnError)
+	cmdutil.AddKlogFlags(klogFlags)
+	fs.AddFlagSet(klogFlags)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	return cmd
+}
+
+// Run runs the hub until ctx is cancelled.
+func Run(ctx context.Context, opts *Options) error {
+	klog.InfoS("Starting Flotilla hub", "version", version.String())
+	cfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "hub")
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, metrics.NewRegistry("hub"))
+	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
+	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- health.Run(ctx) }()
+
+	runControllers := func(ctx context.Context) {
+		klog.InfoS("Hub controllers running")
+		<-ctx.Done()
+	}
+
+	if !opts.LeaderElection.LeaderElect {
+		runControllers(ctx)
+	} else if err := runLeaderElected(ctx, kube, opts.LeaderElection, runControllers); err != nil {
+		cancel()
+		return err
+	}
+	cancel()
+	if err := <-serveErr; err != nil {
+		return err
+	}
+	klog.InfoS("Flotilla hub stopped")
+	return nil
+}
+
+// runLeaderElected runs fn while this replica holds the hub Lease and returns
+// when ctx ends. Losing the Lease while ctx is alive ends the process with an
+// error so that a restart (not two leaders) follows.
+func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le LeaderElectionOptions, fn func(context.Context)) error {
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.ResourceNamespace, le.ResourceName,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	lost := make(chan struct{})
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            "flotilla-hub",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: fn,
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					close(lost)
+				}
+			},
+			OnNewLeader: func(identity string) {
+				klog.InfoS("Hub leader", "identity", identity)
+			},
+		},
+	})
+	select {
+	case <-lost:
+		return fmt.Errorf("lost the hub leader-election lease %s/%s", le.ResourceNamespace, le.ResourceName)
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,112 @@
+// Package cmdutil holds what the hub and agent commands share: signal
+// handling, client configuration and an apiserver readiness check.
+package cmdutil
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/version"
+)
+
+// SignalContext is cancelled on the first SIGTERM or SIGINT, so the binary
+// can stop its controllers and servers cleanly; a second signal exits at once.
+func SignalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx
+}
+
+// RestConfig loads a client configuration from a kubeconfig file, or the
+// in-cluster service account when path is empty, and sets rate limits and a
+// user agent that names the component.
+func RestConfig(path string, qps float32, burst int, component string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster: %w", err)
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+		}
+	}
+	cfg.QPS = qps
+	cfg.Burst = burst
+	cfg.UserAgent = "flotilla-" + component + "/" + version.Version
+	return cfg, nil
+}
+
+// APIServerReady returns a readiness check that asks the apiserver behind
+// client for its own /readyz (falling back to /healthz on servers that do not
+// serve /readyz).
+func APIServerReady(client rest.Interface) healthserver.Check {
+	return func(ctx context.Context) error {
+		var status int
+		result := client.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		if status == 404 {
+			result = client.Get().AbsPath("/healthz").Do(ctx).StatusCode(&status)
+		}
+		if err := result.Error(); err != nil {
+			return err
+		}
+		return nil
+	}
+}
+
+// FlotillaGroupVersions are the API groups whose CRDs the hub needs.
+var FlotillaGroupVersions = []string{
+	"cluster.flotilla.io/v1alpha1",
+	"policy.flotilla.io/v1alpha1",
+	"work.flotilla.io/v1alpha1",
+	"remedy.flotilla.io/v1alpha1",
+	"networking.flotilla.io/v1alpha1",
+}
+
+// APIGroupsServed returns a readiness check that passes once the apiserver
+// serves every given group/version (the CRDs are installed and established).
+func APIGroupsServed(client discovery.DiscoveryInterface, groupVersions ...string) healthserver.Check {
+	return func(_ context.Context) error {
+		var missing []string
+		for _, gv := range groupVersions {
+			if _, err := client.ServerResourcesForGroupVersion(gv); err != nil {
+				missing = append(missing, gv)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("API not served (CRDs not installed?): %s", strings.Join(missing, ", "))
+		}
+		return nil
+	}
+}
+
+// AddKlogFlags registers klog's flags (-v, --vmodule, ...) on fs.
+func AddKlogFlags(fs *pflag.FlagSet) {
+	local := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(local)
+	fs.AddGoFlagSet(local)
+}

@@ -1,0 +1,166 @@
+// Package healthserver serves a binary's /healthz, /readyz and /metrics.
+//
+// /healthz answers 200 while the process serves HTTP (a kubelet liveness
+// probe must not restart a pod because its hub is unreachable); /readyz runs
+// the registered readiness checks and answers 503 naming the failing ones;
+// /metrics exposes the given Prometheus registry.
+package healthserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+)
+
+// Check reports whether one dependency is ready; a nil error means ready.
+type Check func(ctx context.Context) error
+
+// checkTimeout bounds each readiness check so a hung dependency cannot hang
+// the probe.
+const checkTimeout = 5 * time.Second
+
+// Server serves the health and metrics endpoints on one or two addresses.
+type Server struct {
+	healthAddr  string
+	metricsAddr string
+	registry    *prometheus.Registry
+
+	mu     sync.RWMutex
+	checks map[string]Check
+}
+
+// New returns a server for healthAddr (/healthz, /readyz) and metricsAddr
+// (/metrics). Equal addresses share one listener; "0" disables an address.
+func New(healthAddr, metricsAddr string, registry *prometheus.Registry) *Server {
+	return &Server{healthAddr: healthAddr, metricsAddr: metricsAddr, registry: registry, checks: map[string]Check{}}
+}
+
+// AddReadyzCheck registers a named readiness check.
+func (s *Server) AddReadyzCheck(name string, check Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = check
+}
+
+// Handler returns the mux serving every endpoint; exposed for tests.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.register(mux, true, true)
+	return mux
+}
+
+func (s *Server) register(mux *http.ServeMux, health, metrics bool) {
+	if health {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = fmt.Fprint(w, "ok")
+		})
+		mux.HandleFunc("/readyz", s.serveReadyz)
+	}
+	if metrics {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	}
+}
+
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	names := make([]string, 0, len(s.checks))
+	for name := range s.checks {
+		names = append(names, name)
+	}
+	checks := make(map[string]Check, len(s.checks))
+	for k, v := range s.checks {
+		checks[k] = v
+	}
+	s.mu.RUnlock()
+	sort.Strings(names)
+
+	var out strings.Builder
+	failed := false
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+		err := checks[name](ctx)
+		cancel()
+		if err != nil {
+			failed = true
+			fmt.Fprintf(&out, "[-]%s failed: %v\n", name, err)
+		} else {
+			fmt.Fprintf(&out, "[+]%s ok\n", name)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if failed {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "%sreadyz check failed\n", out.String())
+		return
+	}
+	if _, verbose := r.URL.Query()["verbose"]; verbose {
+		_, _ = fmt.Fprint(w, out.String())
+	}
+	_, _ = fmt.Fprint(w, "ok")
+}
+
+// Run listens on the configured addresses and serves until ctx is done, then
+// shuts down gracefully. A listen error is returned at once.
+func (s *Server) Run(ctx context.Context) error {
+	type endpoint struct{ health, metrics bool }
+	byAddr := map[string]*endpoint{}
+	if s.healthAddr != "0" && s.healthAddr != "" {
+		byAddr[s.healthAddr] = &endpoint{health: true}
+	}
+	if s.metricsAddr != "0" && s.metricsAddr != "" {
+		if e, ok := byAddr[s.metricsAddr]; ok {
+			e.metrics = true
+		} else {
+			byAddr[s.metricsAddr] = &endpoint{metrics: true}
+		}
+	}
+
+	var servers []*http.Server
+	errs := make(chan error, len(byAddr))
+	for addr, e := range byAddr {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, srv := range servers {
+				_ = srv.Close()
+			}
+			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		s.register(mux, e.health, e.metrics)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, srv)
+		klog.InfoS("Serving", "address", ln.Addr().String(), "health", e.health, "metrics", e.metrics)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return err
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	return nil
+}
