@@ -1,0 +1,78 @@
+# Flotilla — the two commands are `make up` and `make test`.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT    := $(CURDIR)
+BIN     := $(ROOT)/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/flotilla-io/flotilla/pkg/version.Version=$(VERSION) -X github.com/flotilla-io/flotilla/pkg/version.GitCommit=$(COMMIT)
+
+# `make up` knobs (see README): number of members, fake nodes per member,
+# agent processes per member, FAST=1 for demo-speed timeouts.
+MEMBERS ?= 3
+NODES   ?= 2
+AGENTS_PER_MEMBER ?= 2
+FAST    ?= 0
+export MEMBERS NODES AGENTS_PER_MEMBER FAST
+
+# Test knobs.
+GO_TEST_FLAGS ?= -count=1
+E2E_PROVIDER  ?= local
+export E2E_PROVIDER
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS and the code generators into bin/ (cached).
+	hack/build-tools.sh
+
+.PHONY: build
+build: ## Build the hub and agent binaries into bin/.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/hub ./hub
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/agent ./agent
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clientset, listers, informers and CRD YAML.
+	hack/build-tools.sh controller-gen deepcopy-gen client-gen lister-gen informer-gen
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet complains.
+	hack/build-tools.sh controller-gen deepcopy-gen client-gen lister-gen informer-gen
+	hack/verify-codegen.sh
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+.PHONY: up
+up: tools build ## Bring up a hub and $(MEMBERS) kwok member clusters on this machine and run Flotilla on them.
+	hack/local-up.sh
+
+.PHONY: down
+down: ## Stop and delete everything `make up` started.
+	hack/local-down.sh
+
+.PHONY: test
+test: tools build verify test-unit test-integration test-e2e ## Build what is needed and run every test (what CI runs).
+
+.PHONY: test-unit
+test-unit: ## Unit tests (no apiserver).
+	go test $(GO_TEST_FLAGS) -short ./...
+
+.PHONY: test-integration
+test-integration: tools ## Integration tests against a real kube-apiserver (envtest).
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -p 2 $$(go list ./... | grep -v /e2e)
+
+.PHONY: test-e2e
+test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) or kind.
+	go test $(GO_TEST_FLAGS) -timeout 20m ./e2e/... -ginkgo.v
+
+.PHONY: e2e
+e2e: test-e2e ## Alias of test-e2e.
+
+.PHONY: clean
+clean: ## Remove built binaries of the project (keeps the cached tools).
+	rm -f $(BIN)/hub $(BIN)/agent

@@ -1,0 +1,97 @@
+// Package framework gives the e2e specs a running Flotilla environment (a hub
+// and member clusters) through a provider, and clients for it. Specs never
+// know which provider made the environment.
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Member is one member cluster of the environment.
+type Member struct {
+	// Name is the Cluster object's name on the hub.
+	Name string
+	// Context is the member's context in the environment's kubeconfig.
+	Context string
+	// DNS is host:port of the member's in-cluster DNS server.
+	DNS string
+	// AgentHealth holds host:port of each agent's health endpoint.
+	AgentHealth []string
+	// AgentMetrics holds host:port of each agent's metrics endpoint.
+	AgentMetrics []string
+}
+
+// Environment is a running hub with its members.
+type Environment struct {
+	Kubeconfig string
+	HubContext string
+	HubHealth  string
+	HubMetrics string
+	Members    []Member
+}
+
+// LoadEnvironment reads the KEY=VALUE file hack/local-up.sh writes.
+func LoadEnvironment(path string) (*Environment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	kv := map[string]string{}
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		key, value, ok := strings.Cut(scanner.Text(), "=")
+		if ok {
+			kv[key] = strings.TrimSpace(value)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, err
+	}
+	env := &Environment{
+		Kubeconfig: kv["KUBECONFIG"],
+		HubContext: kv["HUB_CONTEXT"],
+		HubHealth:  kv["HUB_HEALTH"],
+		HubMetrics: kv["HUB_METRICS"],
+	}
+	n, err := strconv.Atoi(kv["MEMBERS"])
+	if err != nil || env.Kubeconfig == "" || env.HubContext == "" {
+		return nil, fmt.Errorf("%s: not an environment file (KUBECONFIG, HUB_CONTEXT, MEMBERS missing)", path)
+	}
+	for i := 1; i <= n; i++ {
+		p := fmt.Sprintf("MEMBER%d_", i)
+		env.Members = append(env.Members, Member{
+			Name:         kv[p+"NAME"],
+			Context:      kv[p+"CONTEXT"],
+			DNS:          kv[p+"DNS"],
+			AgentHealth:  strings.Fields(kv[p+"AGENT_HEALTH"]),
+			AgentMetrics: strings.Fields(kv[p+"AGENT_METRICS"]),
+		})
+	}
+	return env, nil
+}
+
+// RestConfig returns the client configuration of a context.
+func (e *Environment) RestConfig(context string) (*rest.Config, error) {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: e.Kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: context},
+	).ClientConfig()
+}
+
+// Kube returns a typed clientset for a context.
+func (e *Environment) Kube(context string) (kubernetes.Interface, error) {
+	cfg, err := e.RestConfig(context)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}

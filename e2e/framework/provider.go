@@ -1,0 +1,90 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Provider brings an environment up and down.
+type Provider interface {
+	// Up returns a running environment, creating it if needed.
+	Up(ctx context.Context) (*Environment, error)
+	// Down removes what Up created; an environment Up merely reused is kept.
+	Down(ctx context.Context) error
+}
+
+// NewProvider returns the provider E2E_PROVIDER names ("local" by default).
+func NewProvider(root string) (Provider, error) {
+	switch name := os.Getenv("E2E_PROVIDER"); name {
+	case "", "local":
+		return newLocalProvider(root), nil
+	default:
+		return nil, fmt.Errorf("E2E_PROVIDER=%q: unknown provider (known: local)", name)
+	}
+}
+
+// localProvider runs hack/local-up.sh: kwokctl binary-runtime clusters and
+// the hub and agents as processes on this machine.
+//
+// E2E_STATE_DIR=<dir> reuses an environment `make up` already made (for
+// example E2E_STATE_DIR=.local); otherwise the suite makes its own, under
+// .local/e2e with its own names and ports so it never touches the
+// developer's, and removes it afterwards (unless E2E_KEEP=1).
+type localProvider struct {
+	root     string
+	stateDir string
+	reuse    bool
+}
+
+func newLocalProvider(root string) *localProvider {
+	if dir := os.Getenv("E2E_STATE_DIR"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir)
+		}
+		return &localProvider{root: root, stateDir: dir, reuse: true}
+	}
+	return &localProvider{root: root, stateDir: filepath.Join(root, ".local", "e2e")}
+}
+
+func (p *localProvider) script(ctx context.Context, name string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(p.root, "hack", name))
+	cmd.Env = append(os.Environ(),
+		"FLOTILLA_PREFIX=flotilla-e2e",
+		"FLOTILLA_STATE_DIR="+p.stateDir,
+		"FLOTILLA_KUBECONFIG="+filepath.Join(p.stateDir, "kubeconfig"),
+		"FLOTILLA_PORT_BASE=27000",
+		"MEMBERS=3",
+		"NODES=2",
+		"AGENTS_PER_MEMBER=2",
+		"FAST=1",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/%s: %w\n%s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (p *localProvider) Up(ctx context.Context) (*Environment, error) {
+	if !p.reuse {
+		if err := p.script(ctx, "local-up.sh"); err != nil {
+			return nil, err
+		}
+	}
+	env, err := LoadEnvironment(filepath.Join(p.stateDir, "environment"))
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	return env, nil
+}
+
+func (p *localProvider) Down(ctx context.Context) error {
+	if p.reuse || os.Getenv("E2E_KEEP") == "1" {
+		return nil
+	}
+	return p.script(ctx, "local-down.sh")
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Brings up Flotilla on this machine: a hub cluster and $MEMBERS member
+# clusters as kwokctl binary-runtime clusters (real etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler; kwok plays the kubelets), a CoreDNS
+# per member on loopback, the CRDs and a Cluster object per member on the hub,
+# and the hub and agent binaries as background processes.
+#
+# Safe to re-run: clusters that exist are started, not recreated; hub and
+# agents are restarted so they run the binaries just built.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+for tool in kwokctl kwok etcd kube-apiserver kube-controller-manager kube-scheduler kubectl coredns hub agent; do
+	[ -x "$BIN/$tool" ] || die "$BIN/$tool missing: run \`make tools build\` (or \`make up\`, which does)"
+done
+mkdir -p "$LOG_DIR" "$PID_DIR" "$KWOK_WORKDIR" "$(dirname "$KUBECONFIG_OUT")"
+start_time=$(date +%s)
+
+cluster_exists() { [ -f "$(kwok_kubeconfig "$1")" ]; }
+
+# up_cluster NAME [extra kwokctl flags]: create or (re)start a kwok cluster.
+up_cluster() {
+	local name=$1
+	shift
+	if cluster_exists "$name"; then
+		log "starting existing cluster $name"
+		"$KWOKCTL" start cluster --name "$name" --wait 120s >>"$LOG_DIR/kwokctl.log" 2>&1 ||
+			die "kwokctl start cluster $name failed; see $LOG_DIR/kwokctl.log"
+	else
+		log "creating cluster $name"
+		"$KWOKCTL" create cluster --name "$name" --runtime binary \
+			--etcd-binary "$BIN/etcd" \
+			--kube-apiserver-binary "$BIN/kube-apiserver" \
+			--kube-controller-manager-binary "$BIN/kube-controller-manager" \
+			--kube-scheduler-binary "$BIN/kube-scheduler" \
+			--kwok-controller-binary "$BIN/kwok" \
+			--wait 120s "$@" >>"$LOG_DIR/kwokctl.log" 2>&1 ||
+			die "kwokctl create cluster $name failed; see $LOG_DIR/kwokctl.log"
+	fi
+}
+
+# The hub needs no scheduler (it never runs pods); it keeps the controller
+# manager for namespace deletion, garbage collection and service-account tokens.
+up_cluster "$PREFIX-hub" --disable kube-scheduler &
+hub_job=$!
+member_jobs=()
+for i in $(seq 1 "$MEMBERS"); do
+	up_cluster "$PREFIX-member$i" &
+	member_jobs+=($!)
+done
+wait "$hub_job" || die "hub cluster failed"
+for job in "${member_jobs[@]}"; do wait "$job" || die "a member cluster failed"; done
+
+# One kubeconfig with contexts $PREFIX-hub and $PREFIX-member<i>, certificates
+# embedded so the file works from anywhere.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+parts=()
+for name in "$PREFIX-hub" $(for i in $(seq 1 "$MEMBERS"); do echo "$PREFIX-member$i"; done); do
+	"$KUBECTL" config view --raw --flatten --kubeconfig "$(kwok_kubeconfig "$name")" >"$tmp/$name"
+	"$KUBECTL" config rename-context "kwok-$name" "$name" --kubeconfig "$tmp/$name" >/dev/null
+	parts+=("$tmp/$name")
+done
+KUBECONFIG=$(
+	IFS=:
+	echo "${parts[*]}"
+) "$KUBECTL" config view --raw --flatten >"$tmp/merged"
+"$KUBECTL" config use-context "$PREFIX-hub" --kubeconfig "$tmp/merged" >/dev/null
+install -m 0600 "$tmp/merged" "$KUBECONFIG_OUT"
+hubctl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-hub" "$@"; }
+memberctl() {
+	local i=$1
+	shift
+	"$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-member$i" "$@"
+}
+
+log "installing CRDs on the hub"
+hubctl apply --server-side --force-conflicts -k "$ROOT/manifests/crds" >/dev/null
+hubctl wait --for condition=Established --timeout 60s -f "$ROOT/manifests/crds" >/dev/null
+hubctl create namespace flotilla-system --dry-run=client -o yaml | hubctl apply -f - >/dev/null
+
+regions=(region-a region-a region-b region-b region-c)
+for i in $(seq 1 "$MEMBERS"); do
+	region=${regions[$(((i - 1) % ${#regions[@]}))]}
+	log "member$i: $NODES fake nodes, CoreDNS on 127.0.0.1:$(member_dns_port "$i"), Cluster object (region $region)"
+	for n in $(seq 1 "$NODES"); do
+		cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: member$i-node-$n
+  annotations:
+    kwok.x-k8s.io/node: fake
+  labels:
+    kubernetes.io/hostname: member$i-node-$n
+    kubernetes.io/os: linux
+    type: kwok
+    topology.kubernetes.io/region: $region
+    topology.kubernetes.io/zone: $region-$(((n - 1) % 2 + 1))
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+---
+EOF
+	done | memberctl "$i" apply -f - >/dev/null
+
+	# The Cluster object and the Lease its agent renews. (The hub's cluster
+	# controller will own the namespace and Lease; until then we create them.)
+	cat <<EOF | hubctl apply -f - >/dev/null
+apiVersion: cluster.flotilla.io/v1alpha1
+kind: Cluster
+metadata:
+  name: member$i
+  labels:
+    flotilla.io/environment: local
+spec:
+  syncMode: Pull
+  provider: kwok
+  region: $region
+  zones: [$region-1, $region-2]
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: flotilla-es-member$i
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: member$i
+  namespace: flotilla-es-member$i
+spec:
+  leaseDurationSeconds: 40
+EOF
+done
+
+# start NAME LOGFILE CMD...: run a process in its own session, recording its
+# pid; a previous instance is stopped first so re-running is safe.
+start() {
+	local name=$1 logfile=$2
+	shift 2
+	stop_pidfile "$PID_DIR/$name.pid"
+	setsid nohup "$@" >>"$logfile" 2>&1 </dev/null &
+	echo $! >"$PID_DIR/$name.pid"
+}
+
+for i in $(seq 1 "$MEMBERS"); do
+	port=$(member_dns_port "$i")
+	mkdir -p "$STATE_DIR/member$i"
+	cat >"$STATE_DIR/member$i/Corefile" <<EOF
+.:$port {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $KUBECONFIG_OUT $PREFIX-member$i
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    loadbalance
+}
+EOF
+	start "coredns-member$i" "$LOG_DIR/coredns-member$i.log" "$BIN/coredns" -conf "$STATE_DIR/member$i/Corefile"
+done
+
+hub_flags=(${HUB_FLAGS:-})
+agent_flags=(${AGENT_FLAGS:-})
+if [ "$FAST" = 1 ]; then
+	# Demo speed: a standby hub takes over in seconds, not 15s.
+	hub_flags+=(--leader-elect-lease-duration=4s --leader-elect-renew-deadline=3s --leader-elect-retry-period=1s)
+fi
+
+hub_kubeconfig=$STATE_DIR/hub.kubeconfig
+"$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-hub" --kubeconfig "$KUBECONFIG_OUT" >"$hub_kubeconfig"
+chmod 0600 "$hub_kubeconfig"
+start hub "$LOG_DIR/hub.log" "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
+	--health-probe-bind-address "127.0.0.1:$PORT_BASE" --metrics-bind-address "127.0.0.1:$((PORT_BASE + 1))" \
+	--leader-elect-resource-name "$PREFIX-hub" "${hub_flags[@]}"
+health_urls=("http://127.0.0.1:$PORT_BASE/readyz")
+
+for i in $(seq 1 "$MEMBERS"); do
+	member_kubeconfig=$STATE_DIR/member$i/kubeconfig
+	"$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-member$i" --kubeconfig "$KUBECONFIG_OUT" >"$member_kubeconfig"
+	chmod 0600 "$member_kubeconfig"
+	# Two agent processes per member, as two DaemonSet pods on two nodes.
+	for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do
+		start "agent-member$i-$a" "$LOG_DIR/agent-member$i-$a.log" "$BIN/agent" \
+			--cluster-name "member$i" --kubeconfig "$member_kubeconfig" --hub-kubeconfig "$hub_kubeconfig" \
+			--health-probe-bind-address "127.0.0.1:$(agent_port "$i" "$a" 0)" \
+			--metrics-bind-address "127.0.0.1:$(agent_port "$i" "$a" 1)" "${agent_flags[@]}"
+		health_urls+=("http://127.0.0.1:$(agent_port "$i" "$a" 0)/readyz")
+	done
+done
+
+# What tests need to find this environment, as KEY=VALUE lines.
+{
+	echo "KUBECONFIG=$KUBECONFIG_OUT"
+	echo "HUB_CONTEXT=$PREFIX-hub"
+	echo "HUB_HEALTH=127.0.0.1:$PORT_BASE"
+	echo "HUB_METRICS=127.0.0.1:$((PORT_BASE + 1))"
+	echo "MEMBERS=$MEMBERS"
+	for i in $(seq 1 "$MEMBERS"); do
+		echo "MEMBER${i}_NAME=member$i"
+		echo "MEMBER${i}_CONTEXT=$PREFIX-member$i"
+		echo "MEMBER${i}_DNS=127.0.0.1:$(member_dns_port "$i")"
+		echo "MEMBER${i}_AGENT_HEALTH=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf '127.0.0.1:%s ' "$(agent_port "$i" "$a" 0)"; done)"
+		echo "MEMBER${i}_AGENT_METRICS=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf '127.0.0.1:%s ' "$(agent_port "$i" "$a" 1)"; done)"
+	done
+} >"$STATE_DIR/environment"
+
+log "waiting for hub and agents to be ready"
+for url in "${health_urls[@]}"; do
+	ok=""
+	for _ in $(seq 1 300); do
+		if curl -fsS -o /dev/null "$url" 2>/dev/null; then ok=1 && break; fi
+		sleep 0.2
+	done
+	[ -n "$ok" ] || die "$url not ready after 60s; logs are in $LOG_DIR"
+done
+
+cat <<EOF
+
+Flotilla is up in $(($(date +%s) - start_time))s: hub + $MEMBERS members, $NODES fake nodes each, $AGENTS_PER_MEMBER agents per member.
+  export KUBECONFIG=$KUBECONFIG_OUT
+  kubectl --context $PREFIX-hub get clusters
+  kubectl --context $PREFIX-member1 get nodes
+  dig @127.0.0.1 -p $(member_dns_port 1) kubernetes.default.svc.cluster.local   # member1's CoreDNS
+Logs: $LOG_DIR    Hub: http://127.0.0.1:$PORT_BASE/readyz, metrics on :$((PORT_BASE + 1))
+Stop everything with: make down
+EOF
