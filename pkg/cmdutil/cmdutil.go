@@ -6,9 +6,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"

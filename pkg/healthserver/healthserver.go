@@ -75,12 +75,10 @@ func (s *Server) register(mux *http.ServeMux, health, metrics bool) {
 func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
 	names := make([]string, 0, len(s.checks))
-	for name := range s.checks {
-		names = append(names, name)
-	}
 	checks := make(map[string]Check, len(s.checks))
-	for k, v := range s.checks {
-		checks[k] = v
+	for name, check := range s.checks {
+		names = append(names, name)
+		checks[name] = check
 	}
 	s.mu.RUnlock()
 	sort.Strings(names)
