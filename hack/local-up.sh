@@ -39,17 +39,14 @@ up_cluster() {
 	fi
 }
 
+# One at a time: kwokctl picks "random" ports by counting down from a fixed
+# start in each process, so clusters created in parallel collide on ports.
 # The hub needs no scheduler (it never runs pods); it keeps the controller
 # manager for namespace deletion, garbage collection and service-account tokens.
-up_cluster "$PREFIX-hub" --disable kube-scheduler &
-hub_job=$!
-member_jobs=()
+up_cluster "$PREFIX-hub" --disable kube-scheduler
 for i in $(seq 1 "$MEMBERS"); do
-	up_cluster "$PREFIX-member$i" &
-	member_jobs+=($!)
+	up_cluster "$PREFIX-member$i"
 done
-wait "$hub_job" || die "hub cluster failed"
-for job in "${member_jobs[@]}"; do wait "$job" || die "a member cluster failed"; done
 
 # One kubeconfig with contexts $PREFIX-hub and $PREFIX-member<i>, certificates
 # embedded so the file works from anywhere.
@@ -76,7 +73,7 @@ memberctl() {
 
 log "installing CRDs on the hub"
 hubctl apply --server-side --force-conflicts -k "$ROOT/manifests/crds" >/dev/null
-hubctl wait --for condition=Established --timeout 60s -f "$ROOT/manifests/crds" >/dev/null
+hubctl wait --for condition=Established --timeout 60s $(hubctl get crd -o name | grep '\.flotilla\.io$') >/dev/null
 hubctl create namespace flotilla-system --dry-run=client -o yaml | hubctl apply -f - >/dev/null
 
 regions=(region-a region-a region-b region-b region-c)

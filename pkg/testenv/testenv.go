@@ -3,11 +3,16 @@
 // Flotilla's CRDs and hands out clients: an admin one and RBAC-limited ones
 // for isolation tests.
 //
+// Besides the CRDs, Start applies the other manifests in manifests/crds (the
+// ValidatingAdmissionPolicy); policies take effect asynchronously, so a test
+// relying on one should probe it with a dry run first.
+//
 // Integration tests call Start; it skips under `go test -short` so the unit
 // run stays fast, and fails with a clear message when the binaries are missing.
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,20 +57,26 @@ func Start(t testing.TB) *Env {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "manifests", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatalf("testenv: starting kube-apiserver: %v", err)
-	}
+	// Stop even a half-started control plane (e.g. a CRD the apiserver
+	// refused), so a failing test never leaks etcd or kube-apiserver.
 	t.Cleanup(func() {
 		if err := te.Stop(); err != nil {
 			t.Logf("testenv: stopping control plane: %v", err)
 		}
 	})
+	cfg, err := te.Start()
+	if err != nil {
+		t.Fatalf("testenv: starting kube-apiserver: %v", err)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Config: cfg, Kube: kube, Root: root, env: te}
+	e := &Env{Config: cfg, Kube: kube, Root: root, env: te}
+	if err := e.installNonCRDManifests(context.Background()); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return e
 }
 
 // UserConfig returns a client configuration that authenticates as the given

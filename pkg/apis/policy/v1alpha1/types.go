@@ -1,0 +1,484 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=pp,categories=flotilla
+// +kubebuilder:printcolumn:name="PRIORITY",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="CONFLICT-RESOLUTION",type=string,JSONPath=`.spec.conflictResolution`,priority=1
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// PropagationPolicy selects ResourceTemplates of its own namespace and says
+// which member clusters they run on and how they fail over.
+type PropagationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired propagation.
+	Spec PropagationSpec `json:"spec"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// PropagationPolicyList is a list of PropagationPolicies.
+type PropagationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the PropagationPolicies.
+	Items []PropagationPolicy `json:"items"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=cpp,categories=flotilla
+// +kubebuilder:printcolumn:name="PRIORITY",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="CONFLICT-RESOLUTION",type=string,JSONPath=`.spec.conflictResolution`,priority=1
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterPropagationPolicy is the cluster-wide PropagationPolicy: it selects
+// ClusterResourceTemplates, and ResourceTemplates of any namespace that no
+// PropagationPolicy claims.
+type ClusterPropagationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired propagation.
+	Spec PropagationSpec `json:"spec"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// ClusterPropagationPolicyList is a list of ClusterPropagationPolicies.
+type ClusterPropagationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the ClusterPropagationPolicies.
+	Items []ClusterPropagationPolicy `json:"items"`
+}
+
+// PropagationSpec is the desired propagation of the selected templates.
+type PropagationSpec struct {
+	// ResourceSelectors pick the templates this policy propagates, by the
+	// apiVersion, kind, namespace, name and labels of their embedded object.
+	// A template matches if any selector matches.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	ResourceSelectors []ResourceSelector `json:"resourceSelectors"`
+
+	// Placement says which clusters the selected workloads may run on and
+	// how their replicas are spread.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+
+	// Priority breaks ties between policies that match the same template:
+	// the higher wins (then name order). A PropagationPolicy always wins over
+	// a ClusterPropagationPolicy.
+	// +kubebuilder:default=0
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+
+	// Failover says how workloads move away from failed clusters and
+	// failed applications. Nil leaves cluster failover at the hub's defaults
+	// and disables application failover.
+	// +optional
+	Failover *FailoverBehavior `json:"failover,omitempty"`
+
+	// ConflictResolution says what a member does when an object the Work
+	// would create already exists there and Flotilla does not manage it:
+	// Abort (leave it and report a conflict) or Overwrite (adopt it).
+	// +kubebuilder:default=Abort
+	// +optional
+	ConflictResolution ConflictResolution `json:"conflictResolution,omitempty"`
+
+	// Suspension pauses dispatching of the selected workloads to members.
+	// +optional
+	Suspension *Suspension `json:"suspension,omitempty"`
+
+	// PreserveResourcesOnDeletion keeps the propagated objects on the members
+	// (without Flotilla's labels) when the template or its Works are deleted.
+	// +optional
+	PreserveResourcesOnDeletion *bool `json:"preserveResourcesOnDeletion,omitempty"`
+}
+
+// ResourceSelector selects templates by their embedded object.
+type ResourceSelector struct {
+	// APIVersion of the embedded object, e.g. apps/v1.
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the embedded object, e.g. Deployment.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+
+	// Namespace of the embedded object. Empty matches any namespace the
+	// policy can see (only its own for a PropagationPolicy).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Name of the embedded object. Empty matches any name; when set,
+	// LabelSelector is ignored.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// LabelSelector matches the embedded object's labels.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// Placement says where workloads may run.
+// +kubebuilder:validation:XValidation:rule="!(has(self.clusterAffinity) && has(self.clusterAffinities))",message="placement: clusterAffinity and clusterAffinities are mutually exclusive",fieldPath=".clusterAffinities"
+type Placement struct {
+	// ClusterAffinity restricts the clusters the workload may be scheduled
+	// to. Nil means every cluster.
+	// +optional
+	ClusterAffinity *ClusterAffinity `json:"clusterAffinity,omitempty"`
+
+	// ClusterAffinities is an ordered list of affinity groups: the scheduler
+	// uses the first group that yields a result and falls back to the next
+	// one when it cannot. Mutually exclusive with ClusterAffinity.
+	// +listType=map
+	// +listMapKey=affinityName
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	ClusterAffinities []ClusterAffinityTerm `json:"clusterAffinities,omitempty"`
+
+	// ClusterTolerations let the workload be scheduled to, and stay on,
+	// clusters with matching taints. A NoExecute toleration's
+	// tolerationSeconds bounds how long it stays after the taint was added.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || t.tolerationSeconds >= 0)",message="clusterTolerations: tolerationSeconds must not be negative"
+	// +optional
+	ClusterTolerations []corev1.Toleration `json:"clusterTolerations,omitempty"`
+
+	// SpreadConstraints bound the number of groups (clusters, regions, zones
+	// or providers) the workload is spread over.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	SpreadConstraints []SpreadConstraint `json:"spreadConstraints,omitempty"`
+
+	// ReplicaScheduling says how replicas are assigned to the chosen
+	// clusters. Nil means every cluster gets the full object unchanged.
+	// +optional
+	ReplicaScheduling *ReplicaSchedulingStrategy `json:"replicaScheduling,omitempty"`
+}
+
+// ClusterAffinity selects clusters. All set criteria must hold.
+type ClusterAffinity struct {
+	// LabelSelector matches the Cluster objects' labels.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+
+	// FieldSelector matches the clusters' provider, region and zones.
+	// +optional
+	FieldSelector *FieldSelector `json:"fieldSelector,omitempty"`
+
+	// ClusterNames lists the clusters that may be selected.
+	// +optional
+	ClusterNames []string `json:"clusterNames,omitempty"`
+
+	// ExcludeClusters lists clusters that are never selected.
+	// +optional
+	ExcludeClusters []string `json:"exclude,omitempty"`
+}
+
+// ClusterAffinityTerm is one named group of ClusterAffinities.
+type ClusterAffinityTerm struct {
+	// AffinityName identifies the group; it is recorded in the binding's
+	// status when the scheduler uses it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	AffinityName string `json:"affinityName"`
+
+	ClusterAffinity `json:",inline"`
+}
+
+// FieldSelector matches clusters by fields of their spec.
+type FieldSelector struct {
+	// MatchExpressions must all hold.
+	// +optional
+	MatchExpressions []FieldSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// FieldSelectorRequirement compares one cluster field with a set of values.
+type FieldSelectorRequirement struct {
+	// Key is the cluster field: provider, region or zone (which matches any
+	// of the cluster's zones).
+	// +kubebuilder:validation:Enum=provider;region;zone
+	Key string `json:"key"`
+
+	// Operator is In or NotIn.
+	// +kubebuilder:validation:Enum=In;NotIn
+	Operator corev1.NodeSelectorOperator `json:"operator"`
+
+	// Values the field is compared with.
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// Cluster fields a FieldSelectorRequirement may use as its key.
+const (
+	// ProviderField selects on Cluster spec.provider.
+	ProviderField = "provider"
+	// RegionField selects on Cluster spec.region.
+	RegionField = "region"
+	// ZoneField selects on Cluster spec.zones.
+	ZoneField = "zone"
+)
+
+// SpreadConstraint bounds how many groups the workload is spread over.
+// Setting neither SpreadByField nor SpreadByLabel spreads by cluster.
+// +kubebuilder:validation:XValidation:rule="!(has(self.spreadByField) && has(self.spreadByLabel))",message="spreadByField and spreadByLabel are mutually exclusive",fieldPath=".spreadByLabel"
+// +kubebuilder:validation:XValidation:rule="!has(self.minGroups) || !has(self.maxGroups) || self.minGroups <= self.maxGroups",message="minGroups must not be greater than maxGroups",fieldPath=".minGroups"
+type SpreadConstraint struct {
+	// SpreadByField groups clusters by one of their fields.
+	// +optional
+	SpreadByField SpreadFieldValue `json:"spreadByField,omitempty"`
+
+	// SpreadByLabel groups clusters by the value of this label.
+	// +optional
+	SpreadByLabel string `json:"spreadByLabel,omitempty"`
+
+	// MaxGroups is the largest number of groups to use.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxGroups int32 `json:"maxGroups,omitempty"`
+
+	// MinGroups is the smallest number of groups to use; scheduling fails if
+	// fewer are available.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinGroups int32 `json:"minGroups,omitempty"`
+}
+
+// SpreadFieldValue is a cluster field used to group clusters.
+// +kubebuilder:validation:Enum=cluster;region;zone;provider
+type SpreadFieldValue string
+
+// Fields clusters can be grouped by.
+const (
+	// SpreadByFieldCluster makes every cluster its own group.
+	SpreadByFieldCluster SpreadFieldValue = "cluster"
+	// SpreadByFieldRegion groups clusters by spec.region.
+	SpreadByFieldRegion SpreadFieldValue = "region"
+	// SpreadByFieldZone groups clusters by zone.
+	SpreadByFieldZone SpreadFieldValue = "zone"
+	// SpreadByFieldProvider groups clusters by spec.provider.
+	SpreadByFieldProvider SpreadFieldValue = "provider"
+)
+
+// ReplicaSchedulingStrategy says how replicas are assigned to clusters.
+type ReplicaSchedulingStrategy struct {
+	// ReplicaSchedulingType is Duplicated (every cluster runs all replicas)
+	// or Divided (the replicas are split between the clusters).
+	// +kubebuilder:default=Divided
+	// +optional
+	ReplicaSchedulingType ReplicaSchedulingType `json:"replicaSchedulingType,omitempty"`
+
+	// ReplicaDivisionPreference says how Divided replicas are split:
+	// Aggregated (on as few clusters as possible) or Weighted (by
+	// WeightPreference).
+	// +optional
+	ReplicaDivisionPreference ReplicaDivisionPreference `json:"replicaDivisionPreference,omitempty"`
+
+	// WeightPreference gives the weights of a Weighted division. Nil
+	// weighs all clusters equally.
+	// +optional
+	WeightPreference *ClusterPreferences `json:"weightPreference,omitempty"`
+}
+
+// ReplicaSchedulingType is how replicas are assigned to clusters.
+// +kubebuilder:validation:Enum=Duplicated;Divided
+type ReplicaSchedulingType string
+
+// Replica scheduling types.
+const (
+	// ReplicaSchedulingTypeDuplicated runs all replicas on every cluster.
+	ReplicaSchedulingTypeDuplicated ReplicaSchedulingType = "Duplicated"
+	// ReplicaSchedulingTypeDivided splits the replicas between the clusters.
+	ReplicaSchedulingTypeDivided ReplicaSchedulingType = "Divided"
+)
+
+// ReplicaDivisionPreference is how Divided replicas are split.
+// +kubebuilder:validation:Enum=Aggregated;Weighted
+type ReplicaDivisionPreference string
+
+// Replica division preferences.
+const (
+	// ReplicaDivisionPreferenceAggregated packs replicas onto as few
+	// clusters as possible.
+	ReplicaDivisionPreferenceAggregated ReplicaDivisionPreference = "Aggregated"
+	// ReplicaDivisionPreferenceWeighted splits replicas by weight.
+	ReplicaDivisionPreferenceWeighted ReplicaDivisionPreference = "Weighted"
+)
+
+// ClusterPreferences gives the weights of a Weighted division: either static
+// per-cluster weights or a dynamic factor, not both.
+// +kubebuilder:validation:XValidation:rule="!has(self.dynamicWeight) || !has(self.staticWeightList) || size(self.staticWeightList) == 0",message="weightPreference: dynamicWeight and staticWeightList are mutually exclusive",fieldPath=".dynamicWeight"
+type ClusterPreferences struct {
+	// StaticWeightList weighs the clusters each entry selects. Clusters no
+	// entry selects get no replicas.
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	StaticWeightList []StaticClusterWeight `json:"staticWeightList,omitempty"`
+
+	// DynamicWeight weighs each cluster by a factor the hub computes;
+	// AvailableReplicas uses how many replicas fit in the cluster's
+	// resourceSummary.
+	// +optional
+	DynamicWeight DynamicWeightFactor `json:"dynamicWeight,omitempty"`
+}
+
+// StaticClusterWeight is the weight of the clusters an affinity selects.
+type StaticClusterWeight struct {
+	// TargetCluster selects the clusters that get Weight.
+	TargetCluster ClusterAffinity `json:"targetCluster"`
+
+	// Weight is the relative share of replicas; at least 1.
+	// +kubebuilder:validation:Minimum=1
+	Weight int64 `json:"weight"`
+}
+
+// DynamicWeightFactor is what dynamic weights are computed from.
+// +kubebuilder:validation:Enum=AvailableReplicas
+type DynamicWeightFactor string
+
+// DynamicWeightByAvailableReplicas weighs clusters by how many replicas
+// their free resources can hold.
+const DynamicWeightByAvailableReplicas DynamicWeightFactor = "AvailableReplicas"
+
+// FailoverBehavior says how workloads leave failed clusters and failed
+// applications.
+type FailoverBehavior struct {
+	// Application enables application failover: a workload that stays
+	// unhealthy on a cluster is moved elsewhere. Nil disables it.
+	// +optional
+	Application *ApplicationFailoverBehavior `json:"application,omitempty"`
+
+	// Cluster tunes cluster failover (eviction from NoExecute-tainted
+	// clusters). Nil uses the defaults.
+	// +optional
+	Cluster *ClusterFailoverBehavior `json:"cluster,omitempty"`
+}
+
+// ApplicationFailoverBehavior says when an unhealthy application is moved
+// and what happens to the copy it leaves behind.
+// +kubebuilder:validation:XValidation:rule="!has(self.gracePeriodSeconds) || !has(self.purgeMode) || self.purgeMode == 'Gracefully' || self.purgeMode == 'Graciously'",message="gracePeriodSeconds may only be set when purgeMode is Gracefully",fieldPath=".gracePeriodSeconds"
+type ApplicationFailoverBehavior struct {
+	// DecisionConditions say when the application is considered failed.
+	// +kubebuilder:default={}
+	// +optional
+	DecisionConditions DecisionConditions `json:"decisionConditions,omitempty"`
+
+	// PurgeMode says what happens to the copy on the cluster the
+	// application leaves.
+	// +kubebuilder:default=Gracefully
+	// +optional
+	PurgeMode PurgeMode `json:"purgeMode,omitempty"`
+
+	// GracePeriodSeconds is how long a Gracefully purged copy is kept at
+	// most while the new copy is not yet healthy. Only valid with purgeMode
+	// Gracefully; defaults to 600 when evaluated.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
+}
+
+// DecisionConditions say when an application is considered failed.
+type DecisionConditions struct {
+	// TolerationSeconds is how long the application must stay unhealthy
+	// on a cluster, without a break, before it is moved.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=300
+	// +optional
+	TolerationSeconds *int32 `json:"tolerationSeconds,omitempty"`
+}
+
+// ClusterFailoverBehavior tunes eviction from failed clusters.
+type ClusterFailoverBehavior struct {
+	// PurgeMode says what happens to the copy on the evicted cluster.
+	// +kubebuilder:default=Gracefully
+	// +optional
+	PurgeMode PurgeMode `json:"purgeMode,omitempty"`
+}
+
+// PurgeMode is what happens to the copy of a workload on the cluster it is
+// evicted from. Immediately and Graciously are the spellings of Karmada's
+// application failover proposal, accepted as aliases of Directly and
+// Gracefully; use NormalizePurgeMode before comparing.
+// +kubebuilder:validation:Enum=Directly;Gracefully;Never;Immediately;Graciously
+type PurgeMode string
+
+// Purge modes.
+const (
+	// PurgeModeDirectly deletes the old copy at once; the new copy is
+	// created after it is gone.
+	PurgeModeDirectly PurgeMode = "Directly"
+	// PurgeModeGracefully keeps the old copy until the new placement is
+	// healthy or the grace period has passed.
+	PurgeModeGracefully PurgeMode = "Gracefully"
+	// PurgeModeNever keeps the old copy until a person removes it.
+	PurgeModeNever PurgeMode = "Never"
+	// PurgeModeImmediately is an alias of PurgeModeDirectly.
+	PurgeModeImmediately PurgeMode = "Immediately"
+	// PurgeModeGraciously is an alias of PurgeModeGracefully.
+	PurgeModeGraciously PurgeMode = "Graciously"
+)
+
+// ConflictResolution is what a member does with an existing object that
+// Flotilla does not manage.
+// +kubebuilder:validation:Enum=Abort;Overwrite
+type ConflictResolution string
+
+// Conflict resolutions.
+const (
+	// ConflictAbort leaves the existing object alone and reports a conflict.
+	ConflictAbort ConflictResolution = "Abort"
+	// ConflictOverwrite adopts the existing object and applies the manifest.
+	ConflictOverwrite ConflictResolution = "Overwrite"
+)
+
+// Suspension pauses propagation.
+type Suspension struct {
+	// Dispatching pauses propagation to every member: the Works are marked
+	// suspendDispatching, so the members keep their objects as they are.
+	// +optional
+	Dispatching *bool `json:"dispatching,omitempty"`
+
+	// DispatchingOnClusters pauses propagation to the listed members only.
+	// +optional
+	DispatchingOnClusters *SuspendClusters `json:"dispatchingOnClusters,omitempty"`
+}
+
+// SuspendClusters lists clusters whose dispatching is paused.
+type SuspendClusters struct {
+	// ClusterNames are the paused clusters.
+	// +optional
+	ClusterNames []string `json:"clusterNames,omitempty"`
+}

@@ -1,0 +1,402 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package apis_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+)
+
+// validationCase is one object applied to the apiserver. An empty want
+// means the object must be accepted; otherwise it must be refused as
+// Invalid with every want string in the message.
+type validationCase struct {
+	name string
+	yaml string
+	want []string
+}
+
+// TestValidation applies good and bad objects of every kind to a real
+// kube-apiserver with Flotilla's CRDs and admission policy installed.
+func TestValidation(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	cs, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForAdmissionPolicy(t, env)
+	for _, ns := range []string{"other", "flotilla-es-member1"} {
+		if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, tc := range append(acceptedCases, refusedCases...) {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := decodeStrict(t, tc.yaml)
+			err := create(ctx, cs, obj)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("valid object refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("invalid object accepted; want an error mentioning %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			t.Logf("refused: %v", err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+
+	t.Run("update that moves a template's manifest to another namespace", func(t *testing.T) {
+		rt, err := cs.WorkV1alpha1().ResourceTemplates("default").Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Spec.Manifest.Raw = []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","namespace":"other"}}`)
+		_, err = cs.WorkV1alpha1().ResourceTemplates("default").Update(ctx, rt, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.manifest.metadata.namespace") {
+			t.Fatalf("want Invalid naming spec.manifest.metadata.namespace, got %v", err)
+		}
+	})
+
+	t.Run("cluster id is immutable", func(t *testing.T) {
+		c, err := cs.ClusterV1alpha1().Clusters().Get(ctx, "member1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.ID = "another-uid"
+		_, err = cs.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.id") {
+			t.Fatalf("want Invalid naming spec.id, got %v", err)
+		}
+	})
+
+	t.Run("defaults", func(t *testing.T) {
+		pp, err := cs.PolicyV1alpha1().PropagationPolicies("default").Create(ctx, &policyv1alpha1.PropagationPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
+			Spec: policyv1alpha1.PropagationSpec{
+				ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}},
+				Placement:         policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{}},
+				Failover: &policyv1alpha1.FailoverBehavior{
+					Application: &policyv1alpha1.ApplicationFailoverBehavior{},
+					Cluster:     &policyv1alpha1.ClusterFailoverBehavior{},
+				},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app := pp.Spec.Failover.Application
+		for _, c := range []struct {
+			field     string
+			got, want any
+		}{
+			{"priority", ptr.Deref(pp.Spec.Priority, -1), int32(0)},
+			{"conflictResolution", pp.Spec.ConflictResolution, policyv1alpha1.ConflictAbort},
+			{"replicaSchedulingType", pp.Spec.Placement.ReplicaScheduling.ReplicaSchedulingType, policyv1alpha1.ReplicaSchedulingTypeDivided},
+			{"application.purgeMode", app.PurgeMode, policyv1alpha1.PurgeModeGracefully},
+			{"application.decisionConditions.tolerationSeconds", ptr.Deref(app.DecisionConditions.TolerationSeconds, -1), int32(300)},
+			{"cluster.purgeMode", pp.Spec.Failover.Cluster.PurgeMode, policyv1alpha1.PurgeModeGracefully},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s defaulted to %v, want %v", c.field, c.got, c.want)
+			}
+		}
+		c, err := cs.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Spec.SyncMode != clusterv1alpha1.Pull {
+			t.Errorf("syncMode defaulted to %q, want Pull", c.Spec.SyncMode)
+		}
+		w, err := cs.WorkV1alpha1().Works("flotilla-es-member1").Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Spec.ApplyStrategy != workv1alpha1.ApplyStrategyServerSideApply || w.Spec.ConflictResolution != policyv1alpha1.ConflictAbort {
+			t.Errorf("work defaults: applyStrategy %q conflictResolution %q, want ServerSideApply Abort", w.Spec.ApplyStrategy, w.Spec.ConflictResolution)
+		}
+	})
+
+	t.Run("status subresources", func(t *testing.T) {
+		testStatusSubresources(t, cs)
+	})
+
+	t.Run("printer columns", func(t *testing.T) {
+		for _, c := range []struct{ path, columns string }{
+			{"/apis/cluster.flotilla.io/v1alpha1/clusters", "Name READY DNS TAINTS MODE VERSION REMEDY AGE"},
+			{"/apis/work.flotilla.io/v1alpha1/namespaces/default/resourcebindings", "Name SCHEDULED FULLYAPPLIED AGE"},
+			{"/apis/work.flotilla.io/v1alpha1/clusterresourcebindings", "Name SCHEDULED FULLYAPPLIED AGE"},
+			{"/apis/work.flotilla.io/v1alpha1/namespaces/flotilla-es-member1/works", "Name APPLIED AVAILABLE AGE"},
+		} {
+			table := &metav1.Table{}
+			err := env.Kube.CoreV1().RESTClient().Get().AbsPath(c.path).
+				SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx).Into(table)
+			if err != nil {
+				t.Fatalf("%s as Table: %v", c.path, err)
+			}
+			var names []string
+			for _, col := range table.ColumnDefinitions {
+				names = append(names, col.Name)
+			}
+			if got := strings.Join(names, " "); got != c.columns {
+				t.Errorf("%s columns = %q, want %q", c.path, got, c.columns)
+			}
+			if len(table.Rows) == 0 {
+				t.Errorf("%s: no rows", c.path)
+			}
+			if c.path == "/apis/cluster.flotilla.io/v1alpha1/clusters" {
+				checkClusterRows(t, table)
+			}
+		}
+	})
+}
+
+// checkClusterRows checks what `kubectl get clusters` shows for the
+// clusters the earlier subtests wrote.
+func checkClusterRows(t *testing.T, table *metav1.Table) {
+	t.Helper()
+	want := map[string]string{
+		"member1": "<nil> <nil> cluster.flotilla.io/unreachable Pull",
+		"member2": "False True cluster.flotilla.io/not-ready Pull",
+	}
+	for _, row := range table.Rows {
+		name := fmt.Sprint(row.Cells[0])
+		w, ok := want[name]
+		if !ok {
+			continue
+		}
+		delete(want, name)
+		if got := strings.TrimSpace(fmt.Sprintln(row.Cells[1:5]...)); got != w {
+			t.Errorf("cluster %s: READY DNS TAINTS MODE = %q, want %q", name, got, w)
+		}
+	}
+	for name := range want {
+		t.Errorf("cluster %s missing from the table", name)
+	}
+}
+
+// testStatusSubresources writes status through the status subresource and
+// checks that spec writes leave it alone (and the other way round).
+func testStatusSubresources(t *testing.T, cs versioned.Interface) {
+	ctx := t.Context()
+	clusters := cs.ClusterV1alpha1().Clusters()
+	c, err := clusters.Get(ctx, "member2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	c.Status = clusterv1alpha1.ClusterStatus{
+		KubernetesVersion: "v1.36.3",
+		Conditions: []metav1.Condition{
+			{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionFalse, Reason: clusterv1alpha1.ClusterReasonNotReachable, LastTransitionTime: now},
+			{Type: clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady, Status: metav1.ConditionTrue, Reason: "Resolved", LastTransitionTime: now},
+		},
+		NodeSummary:   &clusterv1alpha1.NodeSummary{TotalNum: 3, ReadyNum: 2},
+		RemedyActions: []string{string(remedyv1alpha1.TrafficControl)},
+	}
+	c.Spec.Region = "ignored-by-status-write"
+	if c, err = clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Spec.Region == "ignored-by-status-write" {
+		t.Error("a status write changed spec.region")
+	}
+	c.Spec.Taints = append(c.Spec.Taints, corev1.Taint{Key: clusterv1alpha1.TaintClusterNotReady, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now})
+	c.Status = clusterv1alpha1.ClusterStatus{}
+	if c, err = clusters.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Status.Conditions) != 2 || c.Status.NodeSummary == nil || c.Status.NodeSummary.ReadyNum != 2 {
+		t.Errorf("a spec write changed status: %+v", c.Status)
+	}
+	if len(c.Spec.Taints) != 1 || c.Spec.Taints[0].TimeAdded == nil || !c.Spec.Taints[0].TimeAdded.Equal(&now) {
+		t.Errorf("taint not stored with timeAdded: %+v", c.Spec.Taints)
+	}
+
+	rbs := cs.WorkV1alpha1().ResourceBindings("default")
+	rb, err := rbs.Get(ctx, "nginx-deployment", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb.Status.SchedulerObservedGeneration = rb.Generation
+	rb.Status.Conditions = []metav1.Condition{{Type: workv1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Reason: "Success", LastTransitionTime: now}}
+	rb.Status.AggregatedStatus = []workv1alpha1.AggregatedStatusItem{{
+		ClusterName:        "member1",
+		Status:             &runtime.RawExtension{Raw: []byte(`{"replicas":1,"readyReplicas":0}`)},
+		Applied:            true,
+		Health:             workv1alpha1.ResourceUnhealthy,
+		ObservedGeneration: rb.Generation,
+		UnhealthySince:     &now,
+	}}
+	if rb, err = rbs.UpdateStatus(ctx, rb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := rb.Status.AggregatedStatus[0]
+	if string(got.Status.Raw) != `{"readyReplicas":0,"replicas":1}` || got.UnhealthySince == nil || !got.UnhealthySince.Equal(&now) {
+		t.Errorf("aggregated status not stored as written: status %s unhealthySince %v", got.Status.Raw, got.UnhealthySince)
+	}
+
+	works := cs.WorkV1alpha1().Works("flotilla-es-member1")
+	w, err := works.Get(ctx, "nginx", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Status.Conditions = []metav1.Condition{{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue, Reason: "Applied", LastTransitionTime: now, ObservedGeneration: w.Generation}}
+	w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+		Identifier: workv1alpha1.ResourceIdentifier{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "default", Name: "nginx"},
+		Status:     &runtime.RawExtension{Raw: []byte(`{"availableReplicas":2}`)},
+		Health:     workv1alpha1.ResourceHealthy,
+	}}
+	if w, err = works.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Status.ManifestStatuses) != 1 || w.Status.ManifestStatuses[0].Health != workv1alpha1.ResourceHealthy {
+		t.Errorf("work status not stored: %+v", w.Status)
+	}
+	w.Status.ManifestStatuses[0].Health = "Sick"
+	if _, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("health Sick accepted in work status: %v", err)
+	}
+
+	mcis := cs.NetworkingV1alpha1().MultiClusterIngresses("default")
+	mci, err := mcis.Get(ctx, "demo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mci.Status.TrafficBlockClusters = []networkingv1alpha1.ClusterObject{{Name: "member1", BlockingTimestamp: now}}
+	mci.Status.ServiceLocations = []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{"member1", "member2"}}}
+	mci.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.2"}}
+	if mci, err = mcis.UpdateStatus(ctx, mci, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(mci.Status.TrafficBlockClusters) != 1 || len(mci.Status.LoadBalancer.Ingress) != 1 {
+		t.Errorf("ingress status not stored: %+v", mci.Status)
+	}
+
+	rts := cs.WorkV1alpha1().ResourceTemplates("default")
+	rt, err := rts.Get(ctx, "nginx", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Status.Clusters = []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 1}, {Name: "member2", Replicas: 2}}
+	rt.Status.WorkloadStatus = &runtime.RawExtension{Raw: []byte(`{"availableReplicas":3,"readyReplicas":3,"replicas":3}`)}
+	if rt, err = rts.UpdateStatus(ctx, rt, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if string(rt.Status.WorkloadStatus.Raw) != `{"availableReplicas":3,"readyReplicas":3,"replicas":3}` {
+		t.Errorf("template workload status not stored: %s", rt.Status.WorkloadStatus.Raw)
+	}
+}
+
+// decodeStrict decodes a YAML object into its Go type, failing on fields the
+// Go types do not have: a Karmada YAML must port field for field.
+func decodeStrict(t *testing.T, doc string) runtime.Object {
+	t.Helper()
+	s := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
+	obj, _, err := s.Decode([]byte(doc), nil, nil)
+	if err != nil {
+		t.Fatalf("decoding test object: %v", err)
+	}
+	return obj
+}
+
+// create creates obj with the typed client of its kind, refusing unknown
+// fields on the server too.
+func create(ctx context.Context, cs versioned.Interface, obj runtime.Object) error {
+	opts := metav1.CreateOptions{FieldValidation: "Strict"}
+	var err error
+	switch o := obj.(type) {
+	case *clusterv1alpha1.Cluster:
+		_, err = cs.ClusterV1alpha1().Clusters().Create(ctx, o, opts)
+	case *clusterv1alpha1.ClusterTaintPolicy:
+		_, err = cs.ClusterV1alpha1().ClusterTaintPolicies().Create(ctx, o, opts)
+	case *policyv1alpha1.PropagationPolicy:
+		_, err = cs.PolicyV1alpha1().PropagationPolicies(o.Namespace).Create(ctx, o, opts)
+	case *policyv1alpha1.ClusterPropagationPolicy:
+		_, err = cs.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, o, opts)
+	case *policyv1alpha1.OverridePolicy:
+		_, err = cs.PolicyV1alpha1().OverridePolicies(o.Namespace).Create(ctx, o, opts)
+	case *policyv1alpha1.ClusterOverridePolicy:
+		_, err = cs.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, o, opts)
+	case *workv1alpha1.ResourceTemplate:
+		_, err = cs.WorkV1alpha1().ResourceTemplates(o.Namespace).Create(ctx, o, opts)
+	case *workv1alpha1.ClusterResourceTemplate:
+		_, err = cs.WorkV1alpha1().ClusterResourceTemplates().Create(ctx, o, opts)
+	case *workv1alpha1.ResourceBinding:
+		_, err = cs.WorkV1alpha1().ResourceBindings(o.Namespace).Create(ctx, o, opts)
+	case *workv1alpha1.ClusterResourceBinding:
+		_, err = cs.WorkV1alpha1().ClusterResourceBindings().Create(ctx, o, opts)
+	case *workv1alpha1.Work:
+		_, err = cs.WorkV1alpha1().Works(o.Namespace).Create(ctx, o, opts)
+	case *remedyv1alpha1.Remedy:
+		_, err = cs.RemedyV1alpha1().Remedies().Create(ctx, o, opts)
+	case *networkingv1alpha1.MultiClusterIngress:
+		_, err = cs.NetworkingV1alpha1().MultiClusterIngresses(o.Namespace).Create(ctx, o, opts)
+	default:
+		return fmt.Errorf("no client for %T", obj)
+	}
+	return err
+}
+
+// waitForAdmissionPolicy waits until the apiserver enforces the template
+// namespace policy testenv installed (policies take effect asynchronously).
+func waitForAdmissionPolicy(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := t.Context()
+	// The policy takes effect asynchronously: probe with a dry run.
+	probe := decodeStrict(t, rtOtherNamespace).(*workv1alpha1.ResourceTemplate)
+	cs := versioned.NewForConfigOrDie(env.Config)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.WorkV1alpha1().ResourceTemplates(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err), nil
+	})
+	if err != nil {
+		t.Fatalf("admission policy not enforced after 30s: %v", err)
+	}
+}
