@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -17,6 +14,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
 
 // flotillaCRDs is every kind of DESIGN.md's API table.
@@ -31,6 +30,7 @@ var flotillaCRDs = []string{
 	"propagationpolicies.policy.flotilla.io",
 	"clusterpropagationpolicies.policy.flotilla.io",
 	"overridepolicies.policy.flotilla.io",
+	"clusteroverridepolicies.policy.flotilla.io",
 	"remedies.remedy.flotilla.io",
 	"multiclusteringresses.networking.flotilla.io",
 }
@@ -170,25 +170,14 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
+// httpGet returns the body of an endpoint that answered 200.
 func httpGet(ctx context.Context, hostport, path string) (string, error) {
-	if _, _, err := net.SplitHostPort(hostport); err != nil {
-		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostport+path, nil)
+	code, body, err := testenv.HTTPGet(ctx, hostport, path)
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
+	if code != 200 {
+		return "", fmt.Errorf("GET %s%s: %d: %s", hostport, path, code, strings.TrimSpace(body))
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s%s: %s: %s", hostport, path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return string(body), nil
+	return body, nil
 }
