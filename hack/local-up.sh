@@ -71,10 +71,9 @@ memberctl() {
 	"$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-member$i" "$@"
 }
 
-log "installing CRDs on the hub"
-hubctl apply --server-side --force-conflicts -k "$ROOT/manifests/crds" >/dev/null
+log "installing the hub kustomization (CRDs, admission policy, namespace)"
+hubctl apply --server-side --force-conflicts -k "$ROOT/kustomize/hub" >/dev/null
 hubctl wait --for condition=Established --timeout 60s $(hubctl get crd -o name | grep '\.flotilla\.io$') >/dev/null
-hubctl create namespace flotilla-system --dry-run=client -o yaml | hubctl apply -f - >/dev/null
 
 regions=(region-a region-a region-b region-b region-c)
 for i in $(seq 1 "$MEMBERS"); do
