@@ -89,9 +89,7 @@ func NewAgentCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	opts.AddFlags(fs)
-	klogFlags := pflag.NewFlagSet("klog", pflag.ExitOnError)
-	cmdutil.AddKlogFlags(klogFlags)
-	fs.AddFlagSet(klogFlags)
+	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	return cmd
 }

@@ -109,9 +109,7 @@ apiserver (Flotilla CRDs); members reach it through their agents (pull mode).`,
 	}
 	fs := cmd.Flags()
 	opts.AddFlags(fs)
-	klogFlags := pflag.NewFlagSet("klog", pflag.ExitOnError)
-	cmdutil.AddKlogFlags(klogFlags)
-	fs.AddFlagSet(klogFlags)
+	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/flotilla-io/flotilla/pkg/health"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -61,18 +63,16 @@ func RestConfig(path string, qps float32, burst int, component string) (*rest.Co
 	return cfg, nil
 }
 
-// APIServerReady returns a readiness check that asks the apiserver behind
-// client for its own /readyz (falling back to /healthz on servers that do not
-// serve /readyz).
+// APIServerReady returns a readiness check that passes while the apiserver
+// behind client answers 200 to /readyz (or /healthz on servers without it).
 func APIServerReady(client rest.Interface) healthserver.Check {
 	return func(ctx context.Context) error {
-		var status int
-		result := client.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status == 404 {
-			result = client.Get().AbsPath("/healthz").Do(ctx).StatusCode(&status)
-		}
-		if err := result.Error(); err != nil {
+		code, body, err := health.GetAPIServerHealth(ctx, client)
+		if err != nil {
 			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("apiserver answered %d: %s", code, strings.TrimSpace(body))
 		}
 		return nil
 	}

@@ -4,12 +4,10 @@ package clusterstatus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -28,10 +26,7 @@ const maxMessage = 256
 //	any other status         → False, ClusterNotReady
 //	no answer (transport)    → False, ClusterNotReachable
 func ProbeAPIServer(ctx context.Context, client rest.Interface) health.Observation {
-	code, body, err := get(ctx, client, "/readyz")
-	if err == nil && code == http.StatusNotFound {
-		code, body, err = get(ctx, client, "/healthz")
-	}
+	code, body, err := health.GetAPIServerHealth(ctx, client)
 	switch {
 	case err != nil:
 		return health.Observation{Status: metav1.ConditionFalse, Reason: clusterv1alpha1.ClusterReasonNotReachable,
@@ -46,23 +41,6 @@ func ProbeAPIServer(ctx context.Context, client rest.Interface) health.Observati
 		return health.Observation{Status: metav1.ConditionFalse, Reason: clusterv1alpha1.ClusterReasonNotReady,
 			Message: truncate(fmt.Sprintf("cluster apiserver is not ready (%d %s): %s", code, http.StatusText(code), strings.TrimSpace(body)))}
 	}
-}
-
-// get returns the status code and body of a GET, or a transport error. An
-// HTTP error status is not an error here: it is the answer we classify.
-func get(ctx context.Context, client rest.Interface, path string) (int, string, error) {
-	var code int
-	body, err := client.Get().AbsPath(path).Do(ctx).StatusCode(&code).Raw()
-	if err != nil && code == 0 {
-		return 0, "", err
-	}
-	if err != nil {
-		var status apierrors.APIStatus
-		if errors.As(err, &status) && len(body) == 0 {
-			body = []byte(status.Status().Message)
-		}
-	}
-	return code, string(body), nil
 }
 
 func truncate(s string) string {
