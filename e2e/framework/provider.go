@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Provider brings an environment up and down.
@@ -86,5 +88,60 @@ func (p *localProvider) Down(ctx context.Context) error {
 	if p.reuse || os.Getenv("E2E_KEEP") == "1" {
 		return nil
 	}
-	return p.script(ctx, "local-down.sh")
+	// Everything local-up started records a pid: Flotilla's processes in
+	// pids/, each kwok cluster's components in kwok/clusters/*/pids/.
+	pids, err := recordedPids(p.stateDir)
+	if err != nil {
+		return err
+	}
+	if err := p.script(ctx, "local-down.sh"); err != nil {
+		return err
+	}
+	var alive []string
+	for file, pid := range pids {
+		if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+			alive = append(alive, fmt.Sprintf("%s (pid %d)", file, pid))
+		}
+	}
+	if len(alive) > 0 {
+		return fmt.Errorf("local-down.sh left processes behind: %s", strings.Join(alive, ", "))
+	}
+	return nil
+}
+
+func recordedPids(stateDir string) (map[string]int, error) {
+	files, err := filepath.Glob(filepath.Join(stateDir, "pids", "*.pid"))
+	if err != nil {
+		return nil, err
+	}
+	kwok, err := filepath.Glob(filepath.Join(stateDir, "kwok", "clusters", "*", "pids", "*.pid"))
+	if err != nil {
+		return nil, err
+	}
+	pids := map[string]int{}
+	for _, file := range append(files, kwok...) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			pids[file] = pid
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("no pid files under %s: was the environment started?", stateDir)
+	}
+	return pids, nil
+}
+
+// isZombie reports whether pid has exited but not been reaped by its parent
+// (it holds no resources; kwokctl's components can linger so).
+func isZombie(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
 }
