@@ -20,6 +20,8 @@ FAST=${FAST:-0}
 
 LOG_DIR=$STATE_DIR/logs
 PID_DIR=$STATE_DIR/pids
+# Each background process's command line, so hack/local-ctl.sh can restart it.
+CMD_DIR=$STATE_DIR/cmds
 export KWOK_WORKDIR=$STATE_DIR/kwok
 export KWOK_KUBE_VERSION=v1.36.3
 export KWOK_KUBECTL_BINARY=$BIN/kubectl
@@ -50,4 +52,17 @@ stop_pidfile() {
 		fi
 	fi
 	rm -f "$file"
+}
+
+# start_process NAME CMD...: run a process in its own session, logging to
+# $LOG_DIR/NAME.log and recording its pid and command line; a previous
+# instance is stopped first so re-running is safe.
+start_process() {
+	local name=$1
+	shift
+	mkdir -p "$LOG_DIR" "$PID_DIR" "$CMD_DIR"
+	stop_pidfile "$PID_DIR/$name.pid"
+	printf '%q ' "$@" >"$CMD_DIR/$name"
+	setsid nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
+	echo $! >"$PID_DIR/$name.pid"
 }

@@ -17,6 +17,6 @@ if [ -x "$KWOKCTL" ]; then
 		"$KWOKCTL" delete cluster --name "$name" >>"$LOG_DIR/kwokctl.log" 2>&1 || log "kwokctl delete cluster $name failed; see $LOG_DIR/kwokctl.log"
 	done
 fi
-rm -rf "$KWOK_WORKDIR" "$PID_DIR" "$STATE_DIR/environment"
+rm -rf "$KWOK_WORKDIR" "$PID_DIR" "$CMD_DIR" "$STATE_DIR/environment"
 rm -f "$KUBECONFIG_OUT"
 log "down; logs kept in $LOG_DIR"

@@ -99,6 +99,8 @@ status:
 ---
 EOF
 	done | memberctl "$i" apply -f - >/dev/null
+	# The agent's namespace: its leader-election Lease and the nodes' DNS verdicts.
+	memberctl "$i" create namespace flotilla-system --dry-run=client -o yaml | memberctl "$i" apply -f - >/dev/null
 
 	# The Cluster object and the Lease its agent renews. (The hub's cluster
 	# controller will own the namespace and Lease; until then we create them.)
@@ -130,16 +132,6 @@ spec:
 EOF
 done
 
-# start NAME LOGFILE CMD...: run a process in its own session, recording its
-# pid; a previous instance is stopped first so re-running is safe.
-start() {
-	local name=$1 logfile=$2
-	shift 2
-	stop_pidfile "$PID_DIR/$name.pid"
-	setsid nohup "$@" >>"$logfile" 2>&1 </dev/null &
-	echo $! >"$PID_DIR/$name.pid"
-}
-
 for i in $(seq 1 "$MEMBERS"); do
 	port=$(member_dns_port "$i")
 	mkdir -p "$STATE_DIR/member$i"
@@ -155,7 +147,7 @@ for i in $(seq 1 "$MEMBERS"); do
     loadbalance
 }
 EOF
-	start "coredns-member$i" "$LOG_DIR/coredns-member$i.log" "$BIN/coredns" -conf "$STATE_DIR/member$i/Corefile"
+	start_process "coredns-member$i" "$BIN/coredns" -conf "$STATE_DIR/member$i/Corefile"
 done
 
 hub_flags=(${HUB_FLAGS:-})
@@ -168,7 +160,7 @@ fi
 hub_kubeconfig=$STATE_DIR/hub.kubeconfig
 "$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-hub" --kubeconfig "$KUBECONFIG_OUT" >"$hub_kubeconfig"
 chmod 0600 "$hub_kubeconfig"
-start hub "$LOG_DIR/hub.log" "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
+start_process hub "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
 	--health-probe-bind-address "127.0.0.1:$PORT_BASE" --metrics-bind-address "127.0.0.1:$((PORT_BASE + 1))" \
 	--leader-elect-resource-name "$PREFIX-hub" "${hub_flags[@]}"
 health_urls=("http://127.0.0.1:$PORT_BASE/readyz")
@@ -177,10 +169,13 @@ for i in $(seq 1 "$MEMBERS"); do
 	member_kubeconfig=$STATE_DIR/member$i/kubeconfig
 	"$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-member$i" --kubeconfig "$KUBECONFIG_OUT" >"$member_kubeconfig"
 	chmod 0600 "$member_kubeconfig"
-	# Two agent processes per member, as two DaemonSet pods on two nodes.
+	# Agent processes play the DaemonSet's pods, one per node: agent a runs
+	# "on" member<i>-node-<a+1> and probes the member's CoreDNS as that
+	# node's resolver.
 	for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do
-		start "agent-member$i-$a" "$LOG_DIR/agent-member$i-$a.log" "$BIN/agent" \
+		start_process "agent-member$i-$a" "$BIN/agent" \
 			--cluster-name "member$i" --kubeconfig "$member_kubeconfig" --hub-kubeconfig "$hub_kubeconfig" \
+			--node-name "member$i-node-$((a + 1))" --dns-server "127.0.0.1:$(member_dns_port "$i")" \
 			--health-probe-bind-address "127.0.0.1:$(agent_port "$i" "$a" 0)" \
 			--metrics-bind-address "127.0.0.1:$(agent_port "$i" "$a" 1)" "${agent_flags[@]}"
 		health_urls+=("http://127.0.0.1:$(agent_port "$i" "$a" 0)/readyz")
@@ -190,6 +185,9 @@ done
 # What tests need to find this environment, as KEY=VALUE lines.
 {
 	echo "KUBECONFIG=$KUBECONFIG_OUT"
+	echo "STATE_DIR=$STATE_DIR"
+	echo "PREFIX=$PREFIX"
+	echo "CTL=$ROOT/hack/local-ctl.sh"
 	echo "HUB_CONTEXT=$PREFIX-hub"
 	echo "HUB_HEALTH=127.0.0.1:$PORT_BASE"
 	echo "HUB_METRICS=127.0.0.1:$((PORT_BASE + 1))"
@@ -198,6 +196,8 @@ done
 		echo "MEMBER${i}_NAME=member$i"
 		echo "MEMBER${i}_CONTEXT=$PREFIX-member$i"
 		echo "MEMBER${i}_DNS=127.0.0.1:$(member_dns_port "$i")"
+		echo "MEMBER${i}_AGENTS=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf 'agent-member%s-%s ' "$i" "$a"; done)"
+		echo "MEMBER${i}_AGENT_NODES=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf 'member%s-node-%s ' "$i" "$((a + 1))"; done)"
 		echo "MEMBER${i}_AGENT_HEALTH=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf '127.0.0.1:%s ' "$(agent_port "$i" "$a" 0)"; done)"
 		echo "MEMBER${i}_AGENT_METRICS=$(for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do printf '127.0.0.1:%s ' "$(agent_port "$i" "$a" 1)"; done)"
 	done

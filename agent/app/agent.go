@@ -1,21 +1,21 @@
-// Package app wires the agent binary: flags, the member and hub clients, and
-// the health and metrics server. The agent runs in its member cluster and
-// dials out to the hub (pull mode); the hub never holds member credentials.
+// Package app wires the agent binary: flags, the member and hub clients, the
+// health and metrics server, leader election in the member, and the agent's
+// controllers. The agent runs in its member cluster and dials out to the hub
+// (pull mode); the hub never holds member credentials.
 package app
 
 import (
-	"context"
 	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/klog/v2"
 
+	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
-	"github.com/flotilla-io/flotilla/pkg/healthserver"
-	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
@@ -31,9 +31,29 @@ type Options struct {
 	HubAPIBurst            int
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	NodeName               string
+	LeaderElection         cmdutil.LeaderElectionOptions
+
+	// Health of the member, reported to the hub.
+	ClusterStatusUpdateFrequency      time.Duration
+	ClusterLeaseDuration              time.Duration
+	ClusterLeaseRenewIntervalFraction float64
+	ClusterFailureThreshold           time.Duration
+	ClusterSuccessThreshold           time.Duration
+
+	// In-cluster DNS probe.
+	DNSDetectPeriod     time.Duration
+	DNSSuccessThreshold time.Duration
+	DNSFailureThreshold time.Duration
+	DNSStaleThreshold   time.Duration
+	DNSProbeTimeout     time.Duration
+	DNSServer           string
+	ResolvConf          string
+	ClusterDomain       string
+	DNSQuorum           string
 }
 
-// NewOptions returns the defaults.
+// NewOptions returns the defaults (Karmada's where the flag exists there).
 func NewOptions() *Options {
 	return &Options{
 		KubeAPIQPS:             40,
@@ -42,6 +62,23 @@ func NewOptions() *Options {
 		HubAPIBurst:            60,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":10357",
+		NodeName:               os.Getenv("NODE_NAME"),
+		LeaderElection:         cmdutil.DefaultLeaderElection("flotilla-system", "flotilla-agent"),
+
+		ClusterStatusUpdateFrequency:      10 * time.Second,
+		ClusterLeaseDuration:              40 * time.Second,
+		ClusterLeaseRenewIntervalFraction: 0.25,
+		ClusterFailureThreshold:           30 * time.Second,
+		ClusterSuccessThreshold:           30 * time.Second,
+
+		DNSDetectPeriod:     5 * time.Second,
+		DNSSuccessThreshold: 30 * time.Second,
+		DNSFailureThreshold: 30 * time.Second,
+		DNSStaleThreshold:   60 * time.Second,
+		DNSProbeTimeout:     2 * time.Second,
+		ResolvConf:          "/etc/resolv.conf",
+		ClusterDomain:       "cluster.local",
+		DNSQuorum:           "all",
 	}
 }
 
@@ -56,18 +93,75 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HubAPIBurst, "hub-api-burst", o.HubAPIBurst, "Burst to the hub's apiserver.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Node this agent pod runs on (default $NODE_NAME, else the host name); names its DNS verdict.")
+	o.LeaderElection.AddFlags(fs, "agent pod", "member cluster (its namespace also holds the nodes' DNS verdicts)")
+
+	fs.DurationVar(&o.ClusterStatusUpdateFrequency, "cluster-status-update-frequency", o.ClusterStatusUpdateFrequency, "How often the leader probes the member apiserver and reconciles the Cluster status (written only when it changes).")
+	fs.DurationVar(&o.ClusterLeaseDuration, "cluster-lease-duration", o.ClusterLeaseDuration, "leaseDurationSeconds written into the cluster's Lease on the hub.")
+	fs.Float64Var(&o.ClusterLeaseRenewIntervalFraction, "cluster-lease-renew-interval-fraction", o.ClusterLeaseRenewIntervalFraction, "The Lease is renewed every cluster-lease-duration times this fraction.")
+	fs.DurationVar(&o.ClusterFailureThreshold, "cluster-failure-threshold", o.ClusterFailureThreshold, "How long the member apiserver must fail before Ready turns False.")
+	fs.DurationVar(&o.ClusterSuccessThreshold, "cluster-success-threshold", o.ClusterSuccessThreshold, "How long the member apiserver must succeed before Ready turns True again.")
+
+	fs.DurationVar(&o.DNSDetectPeriod, "dns-detect-period", o.DNSDetectPeriod, "How often every agent pod probes in-cluster DNS through its node's resolver.")
+	fs.DurationVar(&o.DNSSuccessThreshold, "dns-success-threshold", o.DNSSuccessThreshold, "How long a node's DNS must succeed before its verdict turns True.")
+	fs.DurationVar(&o.DNSFailureThreshold, "dns-failure-threshold", o.DNSFailureThreshold, "How long a node's DNS must fail before its verdict turns False.")
+	fs.DurationVar(&o.DNSStaleThreshold, "dns-stale-threshold", o.DNSStaleThreshold, "A node's DNS verdict older than this is ignored by the leader.")
+	fs.DurationVar(&o.DNSProbeTimeout, "dns-probe-timeout", o.DNSProbeTimeout, "Timeout of one DNS query.")
+	fs.StringVar(&o.DNSServer, "dns-server", o.DNSServer, "Resolver to probe (host:port); default: the first nameserver in --resolv-conf.")
+	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf, "Resolver configuration of the node (used when --dns-server is empty).")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "The member's cluster domain; the probe resolves kubernetes.default.svc.<cluster-domain>.")
+	fs.StringVar(&o.DNSQuorum, "dns-quorum", o.DNSQuorum, "How many fresh node verdicts must fail to turn ServiceDomainNameResolutionReady False: all, majority, or a number of nodes.")
 }
 
 // Validate reports invalid flags.
 func (o *Options) Validate() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	if o.ClusterName == "" {
-		return fmt.Errorf("--cluster-name is required")
+		add("--cluster-name is required")
 	}
 	if o.HubKubeconfig == "" {
-		return fmt.Errorf("--hub-kubeconfig is required")
+		add("--hub-kubeconfig is required")
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 || o.HubAPIQPS <= 0 || o.HubAPIBurst <= 0 {
-		return fmt.Errorf("QPS and burst flags must be positive")
+		add("QPS and burst flags must be positive")
+	}
+	if err := o.LeaderElection.Validate(); err != nil {
+		add("%v", err)
+	}
+	for name, d := range map[string]time.Duration{
+		"--cluster-status-update-frequency": o.ClusterStatusUpdateFrequency,
+		"--dns-detect-period":               o.DNSDetectPeriod,
+		"--dns-probe-timeout":               o.DNSProbeTimeout,
+	} {
+		if d <= 0 {
+			add("%s must be positive", name)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"--cluster-failure-threshold": o.ClusterFailureThreshold,
+		"--cluster-success-threshold": o.ClusterSuccessThreshold,
+		"--dns-failure-threshold":     o.DNSFailureThreshold,
+		"--dns-success-threshold":     o.DNSSuccessThreshold,
+	} {
+		if d < 0 {
+			add("%s must not be negative", name)
+		}
+	}
+	if o.ClusterLeaseDuration < time.Second {
+		add("--cluster-lease-duration must be at least 1s")
+	}
+	if o.ClusterLeaseRenewIntervalFraction <= 0 || o.ClusterLeaseRenewIntervalFraction >= 1 {
+		add("--cluster-lease-renew-interval-fraction must be in (0, 1)")
+	}
+	if o.DNSStaleThreshold < 2*o.DNSDetectPeriod || o.DNSStaleThreshold < time.Second {
+		add("--dns-stale-threshold must be at least twice --dns-detect-period (and 1s)")
+	}
+	if _, err := dnsprobe.ParseQuorum(o.DNSQuorum); err != nil {
+		add("--dns-quorum: %v", err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid flags:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return nil
 }
@@ -92,35 +186,4 @@ func NewAgentCommand() *cobra.Command {
 	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	return cmd
-}
-
-// Run runs the agent until ctx is cancelled.
-func Run(ctx context.Context, opts *Options) error {
-	klog.InfoS("Starting Flotilla agent", "cluster", opts.ClusterName, "version", version.String())
-	memberCfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "agent")
-	if err != nil {
-		return fmt.Errorf("member cluster: %w", err)
-	}
-	hubCfg, err := cmdutil.RestConfig(opts.HubKubeconfig, opts.HubAPIQPS, opts.HubAPIBurst, "agent")
-	if err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	member, err := kubernetes.NewForConfig(memberCfg)
-	if err != nil {
-		return err
-	}
-	hub, err := kubernetes.NewForConfig(hubCfg)
-	if err != nil {
-		return err
-	}
-
-	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, metrics.NewRegistry("agent"))
-	health.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))
-	health.AddReadyzCheck("hub-apiserver", cmdutil.APIServerReady(hub.Discovery().RESTClient()))
-
-	if err := health.Run(ctx); err != nil {
-		return err
-	}
-	klog.InfoS("Flotilla agent stopped", "cluster", opts.ClusterName)
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,17 +30,7 @@ type Options struct {
 	KubeAPIBurst           int
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	LeaderElection         LeaderElectionOptions
-}
-
-// LeaderElectionOptions configure the hub's Lease on the host cluster.
-type LeaderElectionOptions struct {
-	LeaderElect       bool
-	ResourceNamespace string
-	ResourceName      string
-	LeaseDuration     time.Duration
-	RenewDeadline     time.Duration
-	RetryPeriod       time.Duration
+	LeaderElection         cmdutil.LeaderElectionOptions
 }
 
 // NewOptions returns the defaults.
@@ -51,14 +40,7 @@ func NewOptions() *Options {
 		KubeAPIBurst:           60,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":10357",
-		LeaderElection: LeaderElectionOptions{
-			LeaderElect:       true,
-			ResourceNamespace: "flotilla-system",
-			ResourceName:      "flotilla-hub",
-			LeaseDuration:     15 * time.Second,
-			RenewDeadline:     10 * time.Second,
-			RetryPeriod:       2 * time.Second,
-		},
+		LeaderElection:         cmdutil.DefaultLeaderElection("flotilla-system", "flotilla-hub"),
 	}
 }
 
@@ -69,25 +51,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to the host cluster's apiserver.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
-	le := &o.LeaderElection
-	fs.BoolVar(&le.LeaderElect, "leader-elect", le.LeaderElect, "Elect one active hub replica with a Lease on the host cluster.")
-	fs.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", le.ResourceNamespace, "Namespace of the hub's leader-election Lease.")
-	fs.StringVar(&le.ResourceName, "leader-elect-resource-name", le.ResourceName, "Name of the hub's leader-election Lease.")
-	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration, "How long a non-leader waits before taking over an unrenewed Lease.")
-	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "How long the leader keeps trying to renew before it stops leading.")
-	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "Interval between leader-election attempts.")
+	o.LeaderElection.AddFlags(fs, "hub replica", "host cluster")
 }
 
 // Validate reports every invalid flag at once.
 func (o *Options) Validate() error {
-	le := o.LeaderElection
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	}
-	if le.LeaderElect && !(le.LeaseDuration > le.RenewDeadline && le.RenewDeadline > le.RetryPeriod && le.RetryPeriod > 0) {
-		return fmt.Errorf("leader election needs --leader-elect-lease-duration > --leader-elect-renew-deadline > --leader-elect-retry-period > 0")
-	}
-	return nil
+	return o.LeaderElection.Validate()
 }
 
 // NewHubCommand is the `hub` command.
@@ -157,7 +129,7 @@ func Run(ctx context.Context, opts *Options) error {
 // runLeaderElected runs fn while this replica holds the hub Lease and returns
 // when ctx ends. Losing the Lease while ctx is alive ends the process with an
 // error so that a restart (not two leaders) follows.
-func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le LeaderElectionOptions, fn func(context.Context)) error {
+func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil.LeaderElectionOptions, fn func(context.Context)) error {
 	id, err := os.Hostname()
 	if err != nil {
 		return err

@@ -78,3 +78,13 @@ func (t *ThresholdTracker) Current() (Observation, bool) {
 	}
 	return *t.current, true
 }
+
+// Seed sets the effective observation without damping, when there is none
+// yet: a new leader continues from the status its predecessor reported, so
+// one bad probe right after a leader change is still only a blip.
+func (t *ThresholdTracker) Seed(obs Observation) {
+	if t.current == nil {
+		t.current = &obs
+		t.pendingStatus = ""
+	}
+}

@@ -1,9 +1,9 @@
 // Package healthserver serves a binary's /healthz, /readyz and /metrics.
 //
-// /healthz answers 200 while the process serves HTTP (a kubelet liveness
-// probe must not restart a pod because its hub is unreachable); /readyz runs
-// the registered readiness checks and answers 503 naming the failing ones;
-// /metrics exposes the given Prometheus registry.
+// /healthz runs the registered liveness checks, which judge only the process
+// itself (a kubelet liveness probe must not restart a pod because its hub is
+// unreachable); /readyz runs the registered readiness checks. Both answer 503
+// naming the failing checks; /metrics exposes the given Prometheus registry.
 package healthserver
 
 import (
@@ -35,14 +35,15 @@ type Server struct {
 	metricsAddr string
 	registry    *prometheus.Registry
 
-	mu     sync.RWMutex
-	checks map[string]Check
+	mu      sync.RWMutex
+	checks  map[string]Check
+	healthz map[string]Check
 }
 
 // New returns a server for healthAddr (/healthz, /readyz) and metricsAddr
 // (/metrics). Equal addresses share one listener; "0" disables an address.
 func New(healthAddr, metricsAddr string, registry *prometheus.Registry) *Server {
-	return &Server{healthAddr: healthAddr, metricsAddr: metricsAddr, registry: registry, checks: map[string]Check{}}
+	return &Server{healthAddr: healthAddr, metricsAddr: metricsAddr, registry: registry, checks: map[string]Check{}, healthz: map[string]Check{}}
 }
 
 // AddReadyzCheck registers a named readiness check.
@@ -50,6 +51,14 @@ func (s *Server) AddReadyzCheck(name string, check Check) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checks[name] = check
+}
+
+// AddHealthzCheck registers a named liveness check. It must fail only when
+// the process itself is broken (a restart would help).
+func (s *Server) AddHealthzCheck(name string, check Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.healthz[name] = check
 }
 
 // Handler returns the mux serving every endpoint; exposed for tests.
@@ -61,22 +70,19 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) register(mux *http.ServeMux, health, metrics bool) {
 	if health {
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			_, _ = fmt.Fprint(w, "ok")
-		})
-		mux.HandleFunc("/readyz", s.serveReadyz)
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, r, "healthz", s.healthz) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, r, "readyz", s.checks) })
 	}
 	if metrics {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	}
 }
 
-func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, endpoint string, registered map[string]Check) {
 	s.mu.RLock()
-	names := make([]string, 0, len(s.checks))
-	checks := make(map[string]Check, len(s.checks))
-	for name, check := range s.checks {
+	names := make([]string, 0, len(registered))
+	checks := make(map[string]Check, len(registered))
+	for name, check := range registered {
 		names = append(names, name)
 		checks[name] = check
 	}
@@ -100,7 +106,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if failed {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = fmt.Fprintf(w, "%sreadyz check failed\n", out.String())
+		_, _ = fmt.Fprintf(w, "%s%s check failed\n", out.String(), endpoint)
 		return
 	}
 	if _, verbose := r.URL.Query()["verbose"]; verbose {

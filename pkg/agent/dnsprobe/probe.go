@@ -26,6 +26,8 @@ const (
 	ReasonTruncated           = "TruncatedReply"
 	ReasonMalformed           = "MalformedReply"
 	ReasonNoAddress           = "NoAddressRecord"
+	// ReasonResolutionFailed is the fallback for a failing verdict without a reason.
+	ReasonResolutionFailed = "ServiceDomainNameResolutionFailed"
 )
 
 // ProbeName is the name probed in a cluster whose domain is clusterDomain.

@@ -1,0 +1,247 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/pkg/agent/agentmetrics"
+	"github.com/flotilla-io/flotilla/pkg/agent/clusterstatus"
+	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
+	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
+	"github.com/flotilla-io/flotilla/pkg/agent/leader"
+	"github.com/flotilla-io/flotilla/pkg/agent/lease"
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/health"
+	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/version"
+)
+
+// Run runs the agent until ctx is cancelled.
+func Run(ctx context.Context, opts *Options) error {
+	if opts.NodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name is empty and the host name is unknown: %w", err)
+		}
+		opts.NodeName = host
+	}
+	identity := leader.Identity(opts.NodeName)
+	logger := klog.FromContext(ctx).WithValues("cluster", opts.ClusterName, "identity", identity)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting Flotilla agent", "version", version.String(), "node", opts.NodeName)
+
+	memberCfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "agent")
+	if err != nil {
+		return fmt.Errorf("member cluster: %w", err)
+	}
+	hubCfg, err := cmdutil.RestConfig(opts.HubKubeconfig, opts.HubAPIQPS, opts.HubAPIBurst, "agent")
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	member, err := kubernetes.NewForConfig(memberCfg)
+	if err != nil {
+		return err
+	}
+	// Leader election gets its own client with a timeout well inside the
+	// renew deadline, so a black-holed apiserver fails a renewal instead of
+	// hanging it.
+	electionCfg := rest.CopyConfig(memberCfg)
+	electionCfg.Timeout = opts.LeaderElection.RenewDeadline / 2
+	electionClient, err := kubernetes.NewForConfig(rest.AddUserAgent(electionCfg, "leader-election"))
+	if err != nil {
+		return err
+	}
+	hubKube, err := kubernetes.NewForConfig(hubCfg)
+	if err != nil {
+		return err
+	}
+	hubFlotilla, err := flotillaclient.NewForConfig(hubCfg)
+	if err != nil {
+		return err
+	}
+
+	dnsServer := opts.DNSServer
+	if dnsServer == "" {
+		if dnsServer, err = dnsprobe.ResolverFromFile(opts.ResolvConf); err != nil {
+			return fmt.Errorf("no --dns-server given: %w", err)
+		}
+	}
+	quorum, err := dnsprobe.ParseQuorum(opts.DNSQuorum)
+	if err != nil {
+		return err
+	}
+
+	registry := metrics.NewRegistry("agent")
+	m := agentmetrics.New(registry)
+	server := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
+	server.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))
+
+	runner := dnsprobe.NewRunner(member, dnsprobe.RunnerOptions{
+		Namespace: opts.LeaderElection.ResourceNamespace, NodeName: opts.NodeName, Identity: identity,
+		Server: dnsServer, Name: dnsprobe.ProbeName(opts.ClusterDomain),
+		Period: opts.DNSDetectPeriod, Timeout: opts.DNSProbeTimeout,
+		SuccessThreshold: opts.DNSSuccessThreshold, FailureThreshold: opts.DNSFailureThreshold,
+		StaleThreshold: opts.DNSStaleThreshold, Metrics: m,
+	})
+	server.AddHealthzCheck("dns-probe", runner.Healthy)
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	server.AddHealthzCheck("leader-election", func(context.Context) error { return watchdog.Check(nil) })
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Run(ctx) }()
+	go runner.Run(ctx)
+
+	lead := func(ctx context.Context) {
+		runLeader(ctx, opts, identity, member, hubKube, hubFlotilla, quorum, m)
+	}
+	electErr := leader.Run(ctx, electionClient, leader.Options{
+		LeaderElectionOptions: opts.LeaderElection, Identity: identity, Metrics: m, Watchdog: watchdog,
+	}, lead)
+	cancel()
+	if err := <-serveErr; err != nil {
+		return err
+	}
+	if electErr != nil {
+		return electErr
+	}
+	logger.Info("Flotilla agent stopped")
+	return nil
+}
+
+// runLeader is the hub-facing half of the agent, run only by the leader and
+// stopped the moment leadership is lost (ctx).
+func runLeader(ctx context.Context, opts *Options, identity string, member, hubKube kubernetes.Interface,
+	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics) {
+	// Member informers: nodes and unfinished pods (stripped to what the
+	// resource summary reads) and the nodes' DNS verdicts.
+	factory := informers.NewSharedInformerFactoryWithOptions(member, 0,
+		informers.WithTransform(stripForSummary))
+	podFactory := informers.NewSharedInformerFactoryWithOptions(member, 0,
+		informers.WithTransform(stripForSummary),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.AndSelectors(
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed))).String()
+		}))
+	verdictFactory := informers.NewSharedInformerFactoryWithOptions(member, 0,
+		informers.WithNamespace(opts.LeaderElection.ResourceNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{dnsprobe.LabelVerdict: "true"}).String()
+		}))
+	nodes := factory.Core().V1().Nodes()
+	pods := podFactory.Core().V1().Pods()
+	verdicts := verdictFactory.Coordination().V1().Leases()
+	synced := []cache.InformerSynced{nodes.Informer().HasSynced, pods.Informer().HasSynced}
+	verdictsSynced := verdicts.Informer().HasSynced
+	for _, f := range []informers.SharedInformerFactory{factory, podFactory, verdictFactory} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
+
+	recorder, stopEvents := hubconn.NewEventRecorder(hubKube, "flotilla-agent")
+	defer stopEvents()
+
+	dnsCondition := func(now time.Time) (health.Observation, bool) {
+		if !verdictsSynced() {
+			return health.Observation{}, false
+		}
+		leases, err := verdicts.Lister().Leases(opts.LeaderElection.ResourceNamespace).List(labels.Everything())
+		if err != nil {
+			return health.Observation{}, false
+		}
+		var vs []dnsprobe.Verdict
+		for _, l := range leases {
+			if v, ok := dnsprobe.VerdictFromLease(l); ok {
+				vs = append(vs, v)
+			}
+		}
+		obs, summary, ok := dnsprobe.Aggregate(vs, now, quorum)
+		m.DNSVerdicts.WithLabelValues("fresh").Set(float64(summary.Fresh))
+		m.DNSVerdicts.WithLabelValues("failing").Set(float64(summary.Failing))
+		m.DNSVerdicts.WithLabelValues("stale").Set(float64(summary.Stale))
+		return obs, ok
+	}
+
+	gate := clusterstatus.NewGate()
+	status := clusterstatus.NewController(hubFlotilla, member, nodes.Lister(), pods.Lister(), synced, gate, clusterstatus.Options{
+		ClusterName: opts.ClusterName, Period: opts.ClusterStatusUpdateFrequency,
+		SuccessThreshold: opts.ClusterSuccessThreshold, FailureThreshold: opts.ClusterFailureThreshold,
+		DNS: dnsCondition, Metrics: m, Recorder: recorder,
+	})
+	heartbeat := lease.NewController(hubKube, lease.Options{
+		Cluster: opts.ClusterName, HolderIdentity: identity, LeaseDuration: opts.ClusterLeaseDuration,
+		RenewInterval: time.Duration(float64(opts.ClusterLeaseDuration) * opts.ClusterLeaseRenewIntervalFraction),
+		MayRenew:      gate.Verified, Metrics: m,
+	})
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		status.Run(ctx)
+	}()
+	// The heartbeat speaks for the cluster, so it starts only once the
+	// agent has verified it works for this Cluster.
+	if gate.Wait(ctx) == nil {
+		heartbeat.Run(ctx)
+	}
+	<-done
+}
+
+// stripForSummary drops what the agent never reads from cached nodes and
+// pods, so a large member costs little memory.
+func stripForSummary(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		o.ManagedFields = nil
+		o.Annotations = nil
+		o.Labels = nil
+		o.OwnerReferences = nil
+		o.Spec.Volumes = nil
+		stripContainers := func(cs []corev1.Container) {
+			for i := range cs {
+				cs[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
+			}
+		}
+		stripContainers(o.Spec.Containers)
+		stripContainers(o.Spec.InitContainers)
+		o.Spec.EphemeralContainers = nil
+		o.Status = corev1.PodStatus{Phase: o.Status.Phase, Resize: o.Status.Resize,
+			ContainerStatuses: stripStatuses(o.Status.ContainerStatuses), InitContainerStatuses: stripStatuses(o.Status.InitContainerStatuses)}
+	case *corev1.Node:
+		o.ManagedFields = nil
+		o.Annotations = nil
+		o.Status.Images = nil
+		o.Status.VolumesAttached = nil
+		o.Status.VolumesInUse = nil
+	case *coordinationv1.Lease:
+		o.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// stripStatuses keeps the resources the pod-request helper reads for resized pods.
+func stripStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+	out := make([]corev1.ContainerStatus, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, corev1.ContainerStatus{Name: s.Name, Resources: s.Resources, AllocatedResources: s.AllocatedResources})
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+// Package agentmetrics holds the agent's Prometheus metrics. One Metrics value
+// is registered per agent run, on the registry the agent serves, so tests can
+// run several agents in one process.
+package agentmetrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flotilla-io/flotilla/pkg/metrics"
+)
+
+const subsystem = "agent"
+
+// Probe names used as the "probe" label.
+const (
+	ProbeAPIServer = "apiserver"
+	ProbeDNS       = "dns"
+)
+
+// Metrics are the agent's own metrics.
+type Metrics struct {
+	// Leader is 1 while this agent holds the member's leader lease.
+	Leader prometheus.Gauge
+	// ProbeDuration is the latency of each probe.
+	ProbeDuration *prometheus.HistogramVec
+	// ProbeResults counts raw probe verdicts by reason, before damping.
+	ProbeResults *prometheus.CounterVec
+	// Condition is the damped status of each condition this agent owns
+	// (1 for the status it currently has, 0 for the others).
+	Condition *prometheus.GaugeVec
+	// LeaseRenewals counts hub Lease renewals by result.
+	LeaseRenewals *prometheus.CounterVec
+	// HubRequestErrors counts failed requests to the hub by operation and
+	// reason (Unauthorized, Forbidden, NotFound, Unreachable, …).
+	HubRequestErrors *prometheus.CounterVec
+	// StatusWrites counts Cluster status writes to the hub by result.
+	StatusWrites *prometheus.CounterVec
+	// DNSVerdicts is the number of fresh per-node DNS verdicts the leader
+	// sees, by status.
+	DNSVerdicts *prometheus.GaugeVec
+}
+
+// New creates the agent's metrics and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "leader",
+			Help: "1 while this agent is the leader of its member cluster, else 0.",
+		}),
+		ProbeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "probe_duration_seconds",
+			Help:    "Latency of the agent's health probes.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"probe"}),
+		ProbeResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "probe_results_total",
+			Help: "Raw probe verdicts (before flap damping) by probe, status and reason.",
+		}, []string{"probe", "status", "reason"}),
+		Condition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "condition",
+			Help: "Damped status of a condition this agent computes: 1 for the current status.",
+		}, []string{"condition", "status"}),
+		LeaseRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "lease_renewals_total",
+			Help: "Renewals of the cluster's Lease on the hub by result (success, error).",
+		}, []string{"result"}),
+		HubRequestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "hub_request_errors_total",
+			Help: "Failed requests to the hub by operation and reason.",
+		}, []string{"operation", "reason"}),
+		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "status_writes_total",
+			Help: "Writes of the Cluster object (status or spec.id) to the hub by result.",
+		}, []string{"result"}),
+		DNSVerdicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "dns_verdicts",
+			Help: "Fresh per-node DNS verdicts seen by the leader, by status.",
+		}, []string{"status"}),
+	}
+	reg.MustRegister(m.Leader, m.ProbeDuration, m.ProbeResults, m.Condition, m.LeaseRenewals,
+		m.HubRequestErrors, m.StatusWrites, m.DNSVerdicts)
+	return m
+}
+
+// SetCondition records the damped status of condition.
+func (m *Metrics) SetCondition(condition, status string) {
+	for _, s := range []string{"True", "False", "Unknown"} {
+		v := 0.0
+		if s == status {
+			v = 1
+		}
+		m.Condition.WithLabelValues(condition, s).Set(v)
+	}
+}
