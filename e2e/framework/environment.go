@@ -5,8 +5,11 @@ package framework
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -27,15 +30,25 @@ type Member struct {
 	AgentHealth []string
 	// AgentMetrics holds host:port of each agent's metrics endpoint.
 	AgentMetrics []string
+	// Agents are the agent processes' names (for Environment.Ctl), and
+	// AgentNodes the node each of them plays, index for index.
+	Agents, AgentNodes []string
+	// Kubeconfig is a kubeconfig file for this member alone.
+	Kubeconfig string
 }
 
 // Environment is a running hub with its members.
 type Environment struct {
-	Kubeconfig string
-	HubContext string
-	HubHealth  string
-	HubMetrics string
-	Members    []Member
+	// StateDir holds the environment's state; Prefix names its kwok
+	// clusters ($PREFIX-hub, $PREFIX-member<i>); Ctl is hack/local-ctl.sh.
+	StateDir, Prefix, CtlScript string
+	// HubAgentKubeconfig is the kubeconfig agents use to reach the hub.
+	HubAgentKubeconfig string
+	Kubeconfig         string
+	HubContext         string
+	HubHealth          string
+	HubMetrics         string
+	Members            []Member
 }
 
 // LoadEnvironment reads the KEY=VALUE file hack/local-up.sh writes.
@@ -61,6 +74,12 @@ func LoadEnvironment(path string) (*Environment, error) {
 		HubContext: kv["HUB_CONTEXT"],
 		HubHealth:  kv["HUB_HEALTH"],
 		HubMetrics: kv["HUB_METRICS"],
+		StateDir:   kv["STATE_DIR"],
+		Prefix:     kv["PREFIX"],
+		CtlScript:  kv["CTL"],
+	}
+	if env.StateDir != "" {
+		env.HubAgentKubeconfig = filepath.Join(env.StateDir, "hub.kubeconfig")
 	}
 	n, err := strconv.Atoi(kv["MEMBERS"])
 	if err != nil || env.Kubeconfig == "" || env.HubContext == "" {
@@ -74,6 +93,9 @@ func LoadEnvironment(path string) (*Environment, error) {
 			DNS:          kv[p+"DNS"],
 			AgentHealth:  strings.Fields(kv[p+"AGENT_HEALTH"]),
 			AgentMetrics: strings.Fields(kv[p+"AGENT_METRICS"]),
+			Agents:       strings.Fields(kv[p+"AGENTS"]),
+			AgentNodes:   strings.Fields(kv[p+"AGENT_NODES"]),
+			Kubeconfig:   filepath.Join(env.StateDir, kv[p+"NAME"], "kubeconfig"),
 		})
 	}
 	return env, nil
@@ -95,3 +117,22 @@ func (e *Environment) Kube(context string) (kubernetes.Interface, error) {
 	}
 	return kubernetes.NewForConfig(cfg)
 }
+
+// Ctl runs hack/local-ctl.sh ACTION NAME against this environment: stop,
+// kill, start or restart a process (hub, agent-member1-0, coredns-member1),
+// or stop-cluster / start-cluster a kwok cluster ($PREFIX-member1).
+func (e *Environment) Ctl(ctx context.Context, action, name string) error {
+	if e.CtlScript == "" {
+		return fmt.Errorf("this environment has no control script (not made by the local provider)")
+	}
+	cmd := exec.CommandContext(ctx, e.CtlScript, action, name)
+	cmd.Env = append(os.Environ(), "FLOTILLA_STATE_DIR="+e.StateDir, "FLOTILLA_PREFIX="+e.Prefix)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("local-ctl.sh %s %s: %w\n%s", action, name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ClusterName is the kwok cluster name of a member (for stop-cluster).
+func (e *Environment) ClusterName(m Member) string { return e.Prefix + "-" + m.Name }

@@ -1,0 +1,393 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/e2e/framework"
+	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+)
+
+// The agents in the environment run with the defaults: status every 10s,
+// Ready flips after 30s of failure or success, the hub Lease is renewed
+// every 10s (40s × 0.25), DNS is probed every 5s with 30s thresholds, and the
+// agent leader's Lease in the member lasts 15s.
+const (
+	clusterThreshold = 30 * time.Second
+	dnsThreshold     = 30 * time.Second
+	hubLeaseGrace    = 40 * time.Second
+	electionLease    = 15 * time.Second
+	agentLeaderLease = "flotilla-agent"
+	agentNamespace   = "flotilla-system"
+)
+
+var _ = Describe("Agent health", Ordered, func() {
+	var (
+		hubKube  kubernetes.Interface
+		flotilla flotillaclient.Interface
+	)
+	BeforeAll(func() {
+		cfg, err := env.RestConfig(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		hubKube, err = kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		flotilla, err = flotillaclient.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	condition := func(ctx context.Context, member, condType string) *metav1.Condition {
+		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, member, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return meta.FindStatusCondition(c.Status.Conditions, condType)
+	}
+	status := func(ctx context.Context, member, condType string) metav1.ConditionStatus {
+		if c := condition(ctx, member, condType); c != nil {
+			return c.Status
+		}
+		return ""
+	}
+	hubRenewTime := func(ctx context.Context, member string) time.Time {
+		l, err := hubKube.CoordinationV1().Leases("flotilla-es-"+member).Get(ctx, member, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}
+
+	It("reports every member Ready with its identity, inventory and DNS, and renews its Lease on the hub", func(ctx SpecContext) {
+		for _, m := range env.Members {
+			memberKube, err := env.Kube(m.Context)
+			Expect(err).NotTo(HaveOccurred())
+			kubeSystem, err := memberKube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			eventually(ctx, func(g Gomega) {
+				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m.Name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(c.Spec.ID).To(Equal(string(kubeSystem.UID)), "spec.id is the member's kube-system UID")
+				ready := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+				g.Expect(ready).NotTo(BeNil())
+				g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+				g.Expect(ready.Reason).To(Equal(clusterv1alpha1.ClusterReasonReady))
+				g.Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady)).To(Equal(metav1.ConditionTrue))
+				g.Expect(c.Status.KubernetesVersion).To(Equal("v1.36.3"))
+				g.Expect(c.Status.NodeSummary).NotTo(BeNil())
+				g.Expect(c.Status.NodeSummary.TotalNum).To(BeNumerically(">=", 2))
+				g.Expect(c.Status.NodeSummary.ReadyNum).To(Equal(c.Status.NodeSummary.TotalNum))
+				g.Expect(c.Status.ResourceSummary).NotTo(BeNil())
+				g.Expect(c.Status.ResourceSummary.Allocatable).To(HaveKey(BeEquivalentTo("cpu")))
+				g.Expect(c.Status.APIEnablements).To(ContainElement(HaveField("GroupVersion", "apps/v1")))
+			}).Should(Succeed(), "member %s", m.Name)
+
+			first := hubRenewTime(ctx, m.Name)
+			Expect(first.IsZero()).To(BeFalse(), "member %s: hub Lease never renewed", m.Name)
+			eventually(ctx, func() time.Time { return hubRenewTime(ctx, m.Name) }).
+				Should(BeTemporally(">", first), "member %s: hub Lease renewTime does not advance", m.Name)
+		}
+	})
+
+	It("hands leadership over within the election lease when the leader is killed, and the hub Lease never goes stale", func(ctx SpecContext) {
+		m := env.Members[1]
+		memberKube, err := env.Kube(m.Context)
+		Expect(err).NotTo(HaveOccurred())
+		holder := func() string {
+			l, err := memberKube.CoordinationV1().Leases(agentNamespace).Get(ctx, agentLeaderLease, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return ""
+			}
+			return *l.Spec.HolderIdentity
+		}
+		leader := holder()
+		Expect(leader).NotTo(BeEmpty())
+		victim := agentPlaying(m, leader)
+		Expect(victim).NotTo(BeEmpty(), "no agent of %s plays the leader %s", m.Name, leader)
+
+		killed := time.Now()
+		Expect(env.Ctl(ctx, "kill", victim)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(env.Ctl(ctx, "start", victim)).To(Succeed()) })
+
+		// Poll the member's election Lease and the hub Lease together: the
+		// new leader must appear, and the hub Lease must stay fresh.
+		var maxStaleness time.Duration
+		var takeover time.Duration
+		Eventually(ctx, func(g Gomega) {
+			renew := hubRenewTime(ctx, m.Name)
+			g.Expect(renew.IsZero()).To(BeFalse())
+			if age := time.Since(renew); age > maxStaleness {
+				maxStaleness = age
+			}
+			h := holder()
+			g.Expect(h).NotTo(BeEmpty())
+			g.Expect(h).NotTo(Equal(leader))
+			takeover = time.Since(killed)
+			// Wait until the new leader has renewed the hub Lease too.
+			g.Expect(renew).To(BeTemporally(">", killed))
+		}).WithTimeout(hubLeaseGrace).WithPolling(250 * time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("leader %s killed: new leader %s after %s; hub Lease at most %s old\n", leader, holder(), takeover.Round(time.Millisecond), maxStaleness.Round(time.Millisecond))
+		Expect(takeover).To(BeNumerically("<", electionLease+5*time.Second), "takeover within the election lease (+ retry)")
+		Expect(maxStaleness).To(BeNumerically("<", hubLeaseGrace), "hub Lease stale past the grace period")
+		Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)).To(Equal(metav1.ConditionTrue), "a leader change is not an outage")
+	})
+
+	It("keeps a member Ready through a 5-second apiserver outage inside the 30-second threshold", func(ctx SpecContext) {
+		m := env.Members[2]
+		Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)).To(Equal(metav1.ConditionTrue))
+		leaderMetrics := leaderAgentMetrics(ctx, m)
+		failedBefore := metricSum(ctx, leaderMetrics, "flotilla_agent_probe_results_total", `probe="apiserver"`, `status="False"`)
+
+		stopped := time.Now()
+		Expect(env.Ctl(ctx, "stop-cluster", env.ClusterName(m))).To(Succeed())
+		// The outage spans at least one probe (every 10s): wait until the
+		// leader has seen the apiserver fail, then hold 5 seconds more.
+		Eventually(ctx, func() float64 {
+			return metricSum(ctx, leaderMetrics, "flotilla_agent_probe_results_total", `probe="apiserver"`, `status="False"`)
+		}).WithTimeout(20*time.Second).WithPolling(250*time.Millisecond).Should(BeNumerically(">", failedBefore), "the leader never noticed the outage")
+		outage := time.NewTimer(5 * time.Second)
+		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
+			WithTimeout(5 * time.Second).Should(Equal(metav1.ConditionTrue))
+		<-outage.C
+		Expect(env.Ctl(ctx, "start-cluster", env.ClusterName(m))).To(Succeed())
+		GinkgoWriter.Printf("member apiserver was down for %s\n", time.Since(stopped).Round(time.Millisecond))
+		Expect(time.Since(stopped)).To(BeNumerically("<", clusterThreshold), "the outage must stay inside the threshold for this spec to mean anything")
+
+		// Ready must not move until well past the point where an undamped
+		// agent would have flipped it (threshold + one status period).
+		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
+			WithTimeout(time.Until(stopped.Add(clusterThreshold + 10*time.Second))).WithPolling(500 * time.Millisecond).
+			Should(Equal(metav1.ConditionTrue))
+	})
+
+	It("turns Ready False with ClusterNotReachable only after the failure threshold, and True only after the success threshold", func(ctx SpecContext) {
+		m := env.Members[2]
+		Eventually(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
+			WithTimeout(90 * time.Second).Should(Equal(metav1.ConditionTrue))
+
+		stopped := time.Now()
+		Expect(env.Ctl(ctx, "stop-cluster", env.ClusterName(m))).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = env.Ctl(ctx, "start-cluster", env.ClusterName(m)) })
+		var notReady *metav1.Condition
+		Eventually(ctx, func(g Gomega) {
+			notReady = condition(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)
+			g.Expect(notReady).NotTo(BeNil())
+			g.Expect(notReady.Status).To(Equal(metav1.ConditionFalse))
+		}).WithTimeout(clusterThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		wentFalse := time.Since(stopped)
+		Expect(notReady.Reason).To(Equal(clusterv1alpha1.ClusterReasonNotReachable))
+		Expect(wentFalse).To(BeNumerically(">=", clusterThreshold), "Ready went False before the failure threshold")
+		GinkgoWriter.Printf("Ready False %s after the member apiserver stopped (%s): %s\n", wentFalse.Round(time.Millisecond), notReady.Reason, notReady.Message)
+
+		started := time.Now()
+		Expect(env.Ctl(ctx, "start-cluster", env.ClusterName(m))).To(Succeed())
+		Eventually(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
+			WithTimeout(clusterThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
+		wentTrue := time.Since(started)
+		GinkgoWriter.Printf("Ready True %s after the member apiserver was started\n", wentTrue.Round(time.Millisecond))
+		Expect(wentTrue).To(BeNumerically(">=", clusterThreshold), "Ready went True before the success threshold")
+	})
+
+	It("stops renewing the hub Lease when every agent of the member stops, and resumes when one returns", func(ctx SpecContext) {
+		m := env.Members[2]
+		for _, a := range m.Agents {
+			Expect(env.Ctl(ctx, "stop", a)).To(Succeed())
+		}
+		DeferCleanup(func(ctx context.Context) {
+			for _, a := range m.Agents {
+				_ = env.Ctl(ctx, "start", a)
+			}
+		})
+		last := hubRenewTime(ctx, m.Name)
+		// Two renew intervals (2 × 10s) without a renewal.
+		Consistently(ctx, func() time.Time { return hubRenewTime(ctx, m.Name) }).
+			WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Equal(last))
+
+		Expect(env.Ctl(ctx, "start", m.Agents[0])).To(Succeed())
+		eventually(ctx, func() time.Time { return hubRenewTime(ctx, m.Name) }).Should(BeTemporally(">", last))
+	})
+
+	It("turns ServiceDomainNameResolutionReady False after the threshold when the member's DNS stops, and True when it returns", func(ctx SpecContext) {
+		m := env.Members[0]
+		dnsCond := clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady
+		Expect(status(ctx, m.Name, dnsCond)).To(Equal(metav1.ConditionTrue))
+
+		stopped := time.Now()
+		Expect(env.Ctl(ctx, "stop", "coredns-"+m.Name)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = env.Ctl(ctx, "start", "coredns-"+m.Name) })
+		var failing *metav1.Condition
+		Eventually(ctx, func(g Gomega) {
+			failing = condition(ctx, m.Name, dnsCond)
+			g.Expect(failing).NotTo(BeNil())
+			g.Expect(failing.Status).To(Equal(metav1.ConditionFalse))
+		}).WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		wentFalse := time.Since(stopped)
+		GinkgoWriter.Printf("DNS False %s after CoreDNS stopped: %s: %s\n", wentFalse.Round(time.Millisecond), failing.Reason, failing.Message)
+		Expect(wentFalse).To(BeNumerically(">=", dnsThreshold))
+		Expect(failing.Reason).To(BeElementOf(dnsprobe.ReasonResolverUnreachable, dnsprobe.ReasonTimeout))
+		Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)).To(Equal(metav1.ConditionTrue), "broken DNS is not a broken apiserver")
+
+		started := time.Now()
+		Expect(env.Ctl(ctx, "start", "coredns-"+m.Name)).To(Succeed())
+		Eventually(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, dnsCond) }).
+			WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
+		Expect(time.Since(started)).To(BeNumerically(">=", dnsThreshold))
+	})
+
+	It("keeps DNS True under the default quorum when only one agent's resolver fails, even one answering garbage", func(ctx SpecContext) {
+		m := env.Members[0]
+		dnsCond := clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady
+		Expect(status(ctx, m.Name, dnsCond)).To(Equal(metav1.ConditionTrue))
+		memberKube, err := env.Kube(m.Context)
+		Expect(err).NotTo(HaveOccurred())
+
+		garbage := startGarbageDNSServer()
+		node := m.Name + "-node-garbage"
+		health := freeAddr()
+		extra := startBinary("agent", "--cluster-name", m.Name,
+			"--kubeconfig", m.Kubeconfig, "--hub-kubeconfig", env.HubAgentKubeconfig,
+			"--node-name", node, "--dns-server", garbage,
+			"--dns-failure-threshold", "5s", "--dns-detect-period", "1s",
+			"--health-probe-bind-address", health, "--metrics-bind-address", "0")
+		DeferCleanup(func(ctx context.Context) {
+			Expect(extra.Process.Signal(syscall.SIGTERM)).To(Succeed())
+			Expect(extra.Wait()).To(Succeed(), "the extra agent exits cleanly")
+			_ = memberKube.CoordinationV1().Leases(agentNamespace).Delete(ctx, dnsprobe.VerdictLeaseName(node), metav1.DeleteOptions{})
+		})
+
+		// The extra agent pod publishes a False verdict with a reason …
+		var verdict *coordinationv1.Lease
+		eventually(ctx, func(g Gomega) {
+			verdict, err = memberKube.CoordinationV1().Leases(agentNamespace).Get(ctx, dnsprobe.VerdictLeaseName(node), metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(verdict.Labels[dnsprobe.LabelStatus]).To(Equal("False"))
+		}).Should(Succeed())
+		Expect(verdict.Labels[dnsprobe.LabelReason]).To(Equal(dnsprobe.ReasonMalformed))
+		Expect(verdict.Spec.RenewTime).NotTo(BeNil())
+		// … the leader sees it, and the cluster's DNS stays True.
+		eventually(ctx, func(g Gomega) {
+			c := condition(ctx, m.Name, dnsCond)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Message).To(ContainSubstring(node))
+		}).Should(Succeed())
+		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, dnsCond) }).
+			WithTimeout(25 * time.Second).WithPolling(500 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
+		// Garbage is a verdict, not a crash.
+		code, _, err := testenv.HTTPGet(ctx, health, "/healthz")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(200))
+	})
+})
+
+// agentPlaying returns the process name of the agent whose leader-election
+// identity is identity (identities are "<node>_<random>").
+func agentPlaying(m framework.Member, identity string) string {
+	node, _, _ := strings.Cut(identity, "_")
+	for i, n := range m.AgentNodes {
+		if n == node && i < len(m.Agents) {
+			return m.Agents[i]
+		}
+	}
+	return ""
+}
+
+// leaderAgentMetrics returns the metrics address of the member's leader agent.
+func leaderAgentMetrics(ctx context.Context, m framework.Member) string {
+	var addr string
+	eventually(ctx, func() string {
+		for _, a := range m.AgentMetrics {
+			if metricSum(ctx, a, "flotilla_agent_leader") == 1 {
+				addr = a
+				return a
+			}
+		}
+		return ""
+	}).ShouldNot(BeEmpty(), "no leader among %v", m.AgentMetrics)
+	return addr
+}
+
+// metricSum adds up the samples of metric whose labels contain every one of
+// labels (`name="value"`); 0 when the endpoint cannot be read.
+func metricSum(ctx context.Context, hostport, metric string, labels ...string) float64 {
+	body, err := httpGet(ctx, hostport, "/metrics")
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	scanner := bufio.NewScanner(strings.NewReader(body))
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// startGarbageDNSServer runs a UDP server, written with miekg/dns, that
+// answers every query with bytes that are not a DNS message.
+func startGarbageDNSServer() string {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	server := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		_, _ = w.Write([]byte(fmt.Sprintf("\x12\x34garbage for %d", r.Id)))
+	})}
+	go func() { _ = server.ActivateAndServe() }()
+	DeferCleanup(func() { _ = server.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// startBinary runs bin/<name> with its output in the spec's log; it is
+// killed when the spec ends if still running.
+func startBinary(name string, args ...string) *exec.Cmd {
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(filepath.Join(root, "bin", name), args...)
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// freeAddr returns a loopback host:port nothing listens on right now.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
