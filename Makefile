@@ -68,7 +68,7 @@ test-integration: tools ## Integration tests against a real kube-apiserver (envt
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) or kind.
-	go test $(GO_TEST_FLAGS) -timeout 20m ./e2e/ -args -ginkgo.v
+	go test $(GO_TEST_FLAGS) -v -timeout 20m ./e2e/ -args -ginkgo.v
 
 .PHONY: e2e
 e2e: test-e2e ## Alias of test-e2e.
