@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X github.com/flotilla-io/flotilla/pkg/version.Version=$(VERSIO
 # `make up` knobs (see README): number of members, fake nodes per member,
 # agent processes per member, FAST=1 for demo-speed timeouts.
 MEMBERS ?= 3
-NODES   ?= 2
+NODES   ?= 3
 AGENTS_PER_MEMBER ?= 2
 FAST    ?= 0
 export MEMBERS NODES AGENTS_PER_MEMBER FAST
