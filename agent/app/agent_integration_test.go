@@ -12,8 +12,8 @@ import (
 )
 
 // The agent binary starts with a member and a hub kubeconfig (one real
-// apiserver plays both here), reports ready once it reaches both, serves
-// metrics, and exits 0 on SIGTERM.
+// apiserver plays both here), reports ready once it reaches its member,
+// serves metrics, and exits 0 on SIGTERM.
 func TestAgentBinaryServesAndStopsCleanly(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -21,7 +21,7 @@ func TestAgentBinaryServesAndStopsCleanly(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./agent")
 	health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	proc := testenv.StartProcess(t, bin, "--cluster-name", "member1",
-		"--kubeconfig", kubeconfig, "--hub-kubeconfig", kubeconfig,
+		"--kubeconfig", kubeconfig, "--hub-kubeconfig", kubeconfig, "--dns-server", startDNSServer(t, "10.0.0.1"),
 		"--health-probe-bind-address", health, "--metrics-bind-address", metrics)
 
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
