@@ -51,6 +51,11 @@ type Options struct {
 	ResolvConf          string
 	ClusterDomain       string
 	DNSQuorum           string
+
+	// Works.
+	ConcurrentWorkSyncs int
+	OrphanGracePeriod   time.Duration
+	FieldManager        string
 }
 
 // NewOptions returns the defaults (Karmada's where the flag exists there).
@@ -79,6 +84,10 @@ func NewOptions() *Options {
 		ResolvConf:          "/etc/resolv.conf",
 		ClusterDomain:       "cluster.local",
 		DNSQuorum:           "all",
+
+		ConcurrentWorkSyncs: 5,
+		OrphanGracePeriod:   60 * time.Minute,
+		FieldManager:        "flotilla-agent",
 	}
 }
 
@@ -110,6 +119,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DNSServer, "dns-server", o.DNSServer, "Resolver to probe (host:port); default: the first nameserver in --resolv-conf.")
 	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf, "Resolver configuration of the node (used when --dns-server is empty).")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "The member's cluster domain; the probe resolves kubernetes.default.svc.<cluster-domain>.")
+	fs.IntVar(&o.ConcurrentWorkSyncs, "concurrent-work-syncs", o.ConcurrentWorkSyncs, "Works synced in parallel.")
+	fs.DurationVar(&o.OrphanGracePeriod, "orphan-grace-period", o.OrphanGracePeriod, "How long a managed member object whose Work vanished from the hub without its finalizer running is kept before it is deleted.")
+	fs.StringVar(&o.FieldManager, "field-manager", o.FieldManager, "Server-side apply field manager for objects applied to the member.")
 	fs.StringVar(&o.DNSQuorum, "dns-quorum", o.DNSQuorum, "How many fresh node verdicts must fail to turn ServiceDomainNameResolutionReady False: all, majority, or a number of nodes.")
 }
 
@@ -156,6 +168,15 @@ func (o *Options) Validate() error {
 	}
 	if o.DNSStaleThreshold < 2*o.DNSDetectPeriod || o.DNSStaleThreshold < time.Second {
 		add("--dns-stale-threshold must be at least twice --dns-detect-period (and 1s)")
+	}
+	if o.ConcurrentWorkSyncs < 1 {
+		add("--concurrent-work-syncs must be at least 1")
+	}
+	if o.OrphanGracePeriod < time.Minute {
+		add("--orphan-grace-period must be at least 1m (a hub restored from backup must not look like deleted Works)")
+	}
+	if o.FieldManager == "" {
+		add("--field-manager must not be empty")
 	}
 	if _, err := dnsprobe.ParseQuorum(o.DNSQuorum); err != nil {
 		add("--dns-quorum: %v", err)

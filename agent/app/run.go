@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,11 +22,13 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/agent/agentmetrics"
 	"github.com/flotilla-io/flotilla/pkg/agent/clusterstatus"
 	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
+	"github.com/flotilla-io/flotilla/pkg/agent/execution"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
 	"github.com/flotilla-io/flotilla/pkg/agent/leader"
 	"github.com/flotilla-io/flotilla/pkg/agent/lease"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/health"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
@@ -75,6 +78,10 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	memberDynamic, err := dynamic.NewForConfig(memberCfg)
+	if err != nil {
+		return err
+	}
 
 	dnsServer := opts.DNSServer
 	if dnsServer == "" {
@@ -110,7 +117,7 @@ func Run(ctx context.Context, opts *Options) error {
 	go runner.Run(ctx)
 
 	lead := func(ctx context.Context) {
-		runLeader(ctx, opts, identity, member, hubKube, hubFlotilla, quorum, m)
+		runLeader(ctx, opts, identity, member, memberDynamic, hubKube, hubFlotilla, quorum, m)
 	}
 	electErr := leader.Run(ctx, electionClient, leader.Options{
 		LeaderElectionOptions: opts.LeaderElection, Identity: identity, Metrics: m, Watchdog: watchdog,
@@ -128,7 +135,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 // runLeader is the hub-facing half of the agent, run only by the leader and
 // stopped the moment leadership is lost (ctx).
-func runLeader(ctx context.Context, opts *Options, identity string, member, hubKube kubernetes.Interface,
+func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, hubKube kubernetes.Interface,
 	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics) {
 	// Member informers: nodes and unfinished pods (stripped to what the
 	// resource summary reads) and the nodes' DNS verdicts.
@@ -197,10 +204,25 @@ func runLeader(ctx context.Context, opts *Options, identity string, member, hubK
 		defer close(done)
 		status.Run(ctx)
 	}()
-	// The heartbeat speaks for the cluster, so it starts only once the
-	// agent has verified it works for this Cluster.
+	// The heartbeat and the Works speak for the cluster, so they start only
+	// once the agent has verified it works for this Cluster.
 	if gate.Wait(ctx) == nil {
+		workFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0,
+			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)))
+		works := workFactory.Work().V1alpha1().Works().Informer()
+		execution := execution.NewController(hubFlotilla, works, memberDynamic, member, member.Discovery(), execution.Options{
+			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
+			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder,
+		})
+		workFactory.Start(ctx.Done())
+		defer workFactory.Shutdown()
+		executionDone := make(chan struct{})
+		go func() {
+			defer close(executionDone)
+			execution.Run(ctx)
+		}()
 		heartbeat.Run(ctx)
+		<-executionDone
 	}
 	<-done
 }

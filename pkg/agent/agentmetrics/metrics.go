@@ -38,6 +38,14 @@ type Metrics struct {
 	// DNSVerdicts is the number of fresh per-node DNS verdicts the leader
 	// sees, by status.
 	DNSVerdicts *prometheus.GaugeVec
+	// WorkApplyDuration is the time to apply every manifest of one Work.
+	WorkApplyDuration prometheus.Histogram
+	// WorkApplies counts manifest outcomes (Applied, Unchanged, Conflict, …).
+	WorkApplies *prometheus.CounterVec
+	// WorkStatusWrites counts Work status writes by result.
+	WorkStatusWrites *prometheus.CounterVec
+	// WorksInFlight is the number of Works being synced right now.
+	WorksInFlight prometheus.Gauge
 }
 
 // New creates the agent's metrics and registers them on reg.
@@ -76,7 +84,25 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "dns_verdicts",
 			Help: "Fresh per-node DNS verdicts seen by the leader, by status.",
 		}, []string{"status"}),
+		WorkApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "work_apply_duration_seconds",
+			Help:    "Time to apply every manifest of one Work to the member.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		WorkApplies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "manifest_applies_total",
+			Help: "Manifest outcomes by result: Applied, Unchanged, Conflict, InvalidManifest, KindNotServed, NotFound, ApplyFailed.",
+		}, []string{"result"}),
+		WorkStatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "work_status_writes_total",
+			Help: "Work status writes to the hub by result.",
+		}, []string{"result"}),
+		WorksInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "works_in_flight",
+			Help: "Works being synced right now.",
+		}),
 	}
+	reg.MustRegister(m.WorkApplyDuration, m.WorkApplies, m.WorkStatusWrites, m.WorksInFlight)
 	reg.MustRegister(m.Leader, m.ProbeDuration, m.ProbeResults, m.Condition, m.LeaseRenewals,
 		m.HubRequestErrors, m.StatusWrites, m.DNSVerdicts)
 	return m

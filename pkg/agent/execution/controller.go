@@ -1,0 +1,456 @@
+// Package execution is the agent's half of the Work flow: it watches the
+// Works in its cluster's hub namespace, applies their manifests to the member
+// with server-side apply, repairs drift, reports status and health back, and
+// deletes (or releases) what it applied when a Work goes away. Only the agent
+// leader runs it.
+//
+// Safety rules: an object without Flotilla's managed label is never changed
+// (unless its Work says Overwrite) and never deleted; nothing is deleted
+// because the hub is unreachable; an object whose Work vanished from the hub
+// without the finalizer running is deleted only after a long grace period.
+package execution
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-io/flotilla/pkg/agent/agentmetrics"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+)
+
+// Condition reasons on a Work.
+const (
+	ReasonAppliedSuccessful = "AppliedSuccessful"
+	ReasonAppliedFailed     = "AppliedFailed"
+	ReasonConflict          = "Conflict"
+	ReasonAvailable         = "Available"
+	ReasonNotAvailable      = "NotAvailable"
+	ReasonNotApplied        = "NotApplied"
+)
+
+// Options configure a Controller.
+type Options struct {
+	// Namespace is the cluster's namespace on the hub (flotilla-es-<c>).
+	Namespace string
+	// FieldManager is the server-side apply field manager.
+	FieldManager string
+	// Workers is --concurrent-work-syncs.
+	Workers int
+	// OrphanGracePeriod is how long a managed member object whose Work is
+	// gone from the hub (without the finalizer running) is kept.
+	OrphanGracePeriod time.Duration
+	Clock             clock.Clock
+	Metrics           *agentmetrics.Metrics
+	Recorder          record.EventRecorder
+}
+
+// Controller applies the Works of one cluster.
+type Controller struct {
+	opts       Options
+	hub        flotillaclient.Interface
+	works      worklisters.WorkLister
+	worksSync  cache.InformerSynced
+	member     dynamic.Interface
+	memberKube kubernetes.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	objects    *objectWatcher
+	queue      workqueue.TypedRateLimitingInterface[string]
+
+	namespaces  sync.Map // namespaces known to exist on the member
+	orphanMu    sync.Mutex
+	orphanSince map[string]time.Time
+	stopCh      chan struct{}
+}
+
+// NewController returns a Controller. works is an informer on the Works in
+// opts.Namespace; the caller starts it.
+func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer, member dynamic.Interface,
+	memberKube kubernetes.Interface, memberDiscovery discovery.DiscoveryInterface, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = "flotilla-agent"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 5
+	}
+	c := &Controller{
+		opts: opts, hub: hub, works: worklisters.NewWorkLister(works.GetIndexer()), worksSync: works.HasSynced,
+		member: member, memberKube: memberKube,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(memberDiscovery)),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+				&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
+			), workqueue.TypedRateLimitingQueueConfig[string]{Name: "work"}),
+		orphanSince: map[string]time.Time{},
+		stopCh:      make(chan struct{}),
+	}
+	c.objects = newObjectWatcher(member, c.stopCh, c.onMemberEvent)
+	_, _ = works.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueWork,
+		UpdateFunc: func(old, cur any) { c.enqueueWorkUpdate(old, cur) },
+		DeleteFunc: c.enqueueWork,
+	})
+	return c
+}
+
+func (c *Controller) enqueueWork(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if w, ok := obj.(*workv1alpha1.Work); ok {
+		c.queue.Add(w.Name)
+	}
+}
+
+// enqueueWorkUpdate skips updates of status only (our own reports).
+func (c *Controller) enqueueWorkUpdate(old, cur any) {
+	o, ok1 := old.(*workv1alpha1.Work)
+	n, ok2 := cur.(*workv1alpha1.Work)
+	if ok1 && ok2 && o.Generation == n.Generation && equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) &&
+		slices.Equal(o.Finalizers, n.Finalizers) {
+		return
+	}
+	c.enqueueWork(cur)
+}
+
+// onMemberEvent requeues the Work a changed or deleted member object came from.
+func (c *Controller) onMemberEvent(obj *unstructured.Unstructured) {
+	a := obj.GetAnnotations()
+	if a[workv1alpha1.AnnotationWorkNamespace] == c.opts.Namespace && a[workv1alpha1.AnnotationWorkName] != "" {
+		c.queue.Add(a[workv1alpha1.AnnotationWorkName])
+	}
+}
+
+// Run processes Works until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	defer close(c.stopCh)
+	logger := klog.FromContext(ctx)
+	logger.Info("Applying Works", "namespace", c.opts.Namespace, "workers", c.opts.Workers)
+	if !cache.WaitForNamedCacheSync("work", ctx.Done(), c.worksSync) {
+		return
+	}
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, c.worker, time.Second)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		period := min(max(c.opts.OrphanGracePeriod/10, time.Second), 5*time.Minute)
+		wait.UntilWithContext(ctx, c.sweepOrphans, period)
+	}()
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if m := c.opts.Metrics; m != nil {
+		m.WorksInFlight.Inc()
+		defer m.WorksInFlight.Dec()
+	}
+	if err := c.sync(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Work sync failed; retrying with backoff", "work", klog.KRef(c.opts.Namespace, key), "err", err)
+		}
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// errRetry marks a sync whose Work needs another try later (a manifest
+// failed), after its status has been written.
+type errRetry struct{ failed []string }
+
+func (e errRetry) Error() string { return "manifests failed: " + strings.Join(e.failed, "; ") }
+
+func (c *Controller) sync(ctx context.Context, name string) error {
+	work, err := c.works.Works(c.opts.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if work.DeletionTimestamp != nil {
+		return c.release(ctx, work)
+	}
+	if !slices.Contains(work.Finalizers, workv1alpha1.ExecutionFinalizer) {
+		updated := work.DeepCopy()
+		updated.Finalizers = append(updated.Finalizers, workv1alpha1.ExecutionFinalizer)
+		// The update event brings the Work back with the finalizer.
+		_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+		return err
+	}
+
+	start := c.opts.Clock.Now()
+	results := make([]manifestResult, len(work.Spec.Workload.Manifests))
+	for i := range work.Spec.Workload.Manifests {
+		results[i] = c.apply(ctx, work, i)
+		if m := c.opts.Metrics; m != nil {
+			m.WorkApplies.WithLabelValues(results[i].outcome).Inc()
+		}
+	}
+	if m := c.opts.Metrics; m != nil {
+		m.WorkApplyDuration.Observe(c.opts.Clock.Since(start).Seconds())
+	}
+	if err := c.writeStatus(ctx, work, results); err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range results {
+		if !r.ok() && r.outcome != OutcomeConflict {
+			failed = append(failed, describe(r))
+		}
+	}
+	if len(failed) > 0 {
+		return errRetry{failed: failed}
+	}
+	return nil
+}
+
+// writeStatus reports the results, writing only when something changed.
+func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, results []manifestResult) error {
+	status := work.Status.DeepCopy()
+	now := metav1.NewTime(c.opts.Clock.Now())
+	status.ManifestStatuses = make([]workv1alpha1.ManifestStatus, 0, len(results))
+	var failed, conflicts, unhealthy []string
+	for _, r := range results {
+		ms := workv1alpha1.ManifestStatus{Identifier: r.identifier, Health: workv1alpha1.ResourceUnknown}
+		if r.live != nil {
+			ms.Status = resourceinterpreter.ReflectStatus(r.live)
+		}
+		if r.ok() {
+			ms.Health = resourceinterpreter.Health(r.live)
+			if ms.Health != workv1alpha1.ResourceHealthy {
+				unhealthy = append(unhealthy, describe(r))
+			}
+		} else if r.outcome == OutcomeConflict {
+			conflicts = append(conflicts, describe(r))
+		} else {
+			failed = append(failed, describe(r))
+		}
+		status.ManifestStatuses = append(status.ManifestStatuses, ms)
+	}
+	applied := metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+		Reason: ReasonAppliedSuccessful, Message: fmt.Sprintf("%d manifests applied", len(results)), ObservedGeneration: work.Generation, LastTransitionTime: now}
+	switch {
+	case len(failed) > 0:
+		applied.Status, applied.Reason = metav1.ConditionFalse, ReasonAppliedFailed
+		applied.Message = bounded(fmt.Sprintf("%d of %d manifests failed: %s", len(failed)+len(conflicts), len(results), strings.Join(append(failed, conflicts...), "; ")))
+	case len(conflicts) > 0:
+		applied.Status, applied.Reason = metav1.ConditionFalse, ReasonConflict
+		applied.Message = bounded(fmt.Sprintf("%d of %d manifests conflict with existing objects: %s", len(conflicts), len(results), strings.Join(conflicts, "; ")))
+	}
+	available := metav1.Condition{Type: workv1alpha1.WorkConditionAvailable, Status: metav1.ConditionTrue,
+		Reason: ReasonAvailable, Message: "every applied object is healthy", ObservedGeneration: work.Generation, LastTransitionTime: now}
+	switch {
+	case applied.Status != metav1.ConditionTrue:
+		available.Status, available.Reason, available.Message = metav1.ConditionUnknown, ReasonNotApplied, "not every manifest is applied"
+	case len(unhealthy) > 0:
+		available.Status, available.Reason = metav1.ConditionFalse, ReasonNotAvailable
+		available.Message = bounded("not healthy yet: " + strings.Join(unhealthy, "; "))
+	}
+	meta.SetStatusCondition(&status.Conditions, applied)
+	meta.SetStatusCondition(&status.Conditions, available)
+	if equality.Semantic.DeepEqual(*status, work.Status) {
+		return nil
+	}
+	updated := work.DeepCopy()
+	updated.Status = *status
+	_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err == nil && c.opts.Recorder != nil {
+		if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); before == nil ||
+			before.Status != applied.Status || before.Reason != applied.Reason {
+			eventType := "Normal"
+			if applied.Status != metav1.ConditionTrue {
+				eventType = "Warning"
+			}
+			c.opts.Recorder.Event(work, eventType, applied.Reason, applied.Message)
+		}
+	}
+	if m := c.opts.Metrics; m != nil {
+		result := "success"
+		if err != nil {
+			result = "error"
+		}
+		m.WorkStatusWrites.WithLabelValues(result).Inc()
+	}
+	return err
+}
+
+// release runs when a Work is being deleted: it deletes the member objects
+// this Work manages (or strips Flotilla's marks when the Work preserves
+// them), then removes the finalizer.
+func (c *Controller) release(ctx context.Context, work *workv1alpha1.Work) error {
+	if !slices.Contains(work.Finalizers, workv1alpha1.ExecutionFinalizer) {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("work", klog.KObj(work))
+	preserve := ptr.Deref(work.Spec.PreserveResourcesOnDeletion, false)
+	for i := range work.Spec.Workload.Manifests {
+		desired, mapping, res := c.decode(work.Spec.Workload.Manifests[i], i)
+		if res.err != nil {
+			continue // never applied, nothing to release
+		}
+		client := c.member.Resource(mapping.Resource).Namespace(desired.GetNamespace())
+		live, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if workOf(live) != workKey(work) {
+			continue // not ours: never touched
+		}
+		if preserve {
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null,%q:null,%q:null}}}`,
+				workv1alpha1.LabelManaged, workv1alpha1.AnnotationWorkNamespace, workv1alpha1.AnnotationWorkName, workv1alpha1.AnnotationManifestHash)
+			if _, err := client.Patch(ctx, live.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			logger.V(2).Info("Released member object", "kind", live.GetKind(), "object", klog.KObj(live))
+			continue
+		}
+		err = client.Delete(ctx, live.GetName(), metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+			Preconditions:     &metav1.Preconditions{UID: ptr.To(live.GetUID())},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		logger.V(2).Info("Deleted member object", "kind", live.GetKind(), "object", klog.KObj(live))
+	}
+	updated := work.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })
+	_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// sweepOrphans deletes managed member objects whose Work is gone from the
+// hub for longer than the grace period. The Work lister only loses a Work
+// when the hub itself says it is gone (an unreachable hub leaves the cache
+// as it was), and the grace period covers a hub restored from an old backup.
+func (c *Controller) sweepOrphans(ctx context.Context) {
+	if !c.worksSync() {
+		return
+	}
+	now := c.opts.Clock.Now()
+	seen := map[string]bool{}
+	for gvr, objs := range c.objects.all() {
+		for _, obj := range objs {
+			a := obj.GetAnnotations()
+			if a[workv1alpha1.AnnotationWorkNamespace] != c.opts.Namespace {
+				continue
+			}
+			if _, err := c.works.Works(c.opts.Namespace).Get(a[workv1alpha1.AnnotationWorkName]); err == nil || !apierrors.IsNotFound(err) {
+				continue
+			}
+			key := gvr.String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+			seen[key] = true
+			c.orphanMu.Lock()
+			since, ok := c.orphanSince[key]
+			if !ok {
+				c.orphanSince[key] = now
+				since = now
+			}
+			c.orphanMu.Unlock()
+			if now.Sub(since) < c.opts.OrphanGracePeriod {
+				continue
+			}
+			err := c.member.Resource(gvr).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
+				PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+				Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
+			})
+			if err == nil || apierrors.IsNotFound(err) {
+				klog.FromContext(ctx).Info("Deleted orphaned member object: its Work is gone from the hub",
+					"resource", gvr.String(), "object", klog.KObj(obj), "work", a[workv1alpha1.AnnotationWorkName], "orphanedFor", now.Sub(since).Round(time.Second))
+			}
+		}
+	}
+	c.orphanMu.Lock()
+	for key := range c.orphanSince {
+		if !seen[key] {
+			delete(c.orphanSince, key)
+		}
+	}
+	c.orphanMu.Unlock()
+}
+
+func describe(r manifestResult) string {
+	id := r.identifier
+	gv := id.Version
+	if id.Group != "" {
+		gv = id.Group + "/" + id.Version
+	}
+	name := id.Name
+	if id.Namespace != "" {
+		name = id.Namespace + "/" + id.Name
+	}
+	s := fmt.Sprintf("manifest %d (%s %s %s)", id.Ordinal, gv, id.Kind, name)
+	if r.err != nil {
+		s += ": " + r.err.Error()
+	}
+	return s
+}
+
+// bounded caps a condition message.
+func bounded(s string) string {
+	const max = 4096
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

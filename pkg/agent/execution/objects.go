@@ -1,0 +1,131 @@
+package execution
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+)
+
+// objectWatcher keeps informers on the member objects Flotilla manages (label
+// flotilla.io/managed=true), one per resource, started the first time a Work
+// needs that resource. Their events drive drift repair and health updates;
+// their caches spare the apiserver a GET per manifest per sync.
+type objectWatcher struct {
+	factory dynamicinformer.DynamicSharedInformerFactory
+	onEvent func(obj *unstructured.Unstructured)
+	stop    <-chan struct{}
+
+	mu        sync.Mutex
+	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+
+	// ownWrites maps an object key to the resourceVersion our last write
+	// produced, so the event of our own write does not trigger work.
+	ownWrites sync.Map
+}
+
+func newObjectWatcher(client dynamic.Interface, stop <-chan struct{}, onEvent func(*unstructured.Unstructured)) *objectWatcher {
+	selector := labels.SelectorFromSet(labels.Set{workv1alpha1.LabelManaged: "true"}).String()
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, "", func(o *metav1.ListOptions) {
+		o.LabelSelector = selector
+	})
+	return &objectWatcher{factory: factory, onEvent: onEvent, stop: stop, informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
+}
+
+// informer returns the started informer for gvr, and whether its cache has
+// synced (callers fall back to a GET until it has).
+func (w *objectWatcher) informer(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+	w.mu.Lock()
+	inf, ok := w.informers[gvr]
+	if !ok {
+		inf = w.factory.ForResource(gvr).Informer()
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    w.handle,
+			UpdateFunc: func(_, obj any) { w.handle(obj) },
+			DeleteFunc: w.handle,
+		})
+		w.informers[gvr] = inf
+		go inf.Run(w.stop)
+	}
+	w.mu.Unlock()
+	return inf, inf.HasSynced()
+}
+
+func (w *objectWatcher) handle(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	if rv, ok := w.ownWrites.Load(objectKey(u)); ok && rv == u.GetResourceVersion() {
+		return
+	}
+	w.onEvent(u)
+}
+
+// recordWrite notes the resourceVersion our write produced.
+func (w *objectWatcher) recordWrite(u *unstructured.Unstructured) {
+	w.ownWrites.Store(objectKey(u), u.GetResourceVersion())
+}
+
+// cached returns the cached object, ok=false when the cache cannot answer.
+func (w *objectWatcher) cached(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, bool) {
+	inf, synced := w.informer(gvr)
+	if !synced {
+		return nil, false, false
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, exists, err := inf.GetStore().GetByKey(key)
+	if err != nil {
+		return nil, false, false
+	}
+	if !exists {
+		return nil, false, true
+	}
+	return obj.(*unstructured.Unstructured), true, true
+}
+
+// all lists every cached managed object of every watched resource.
+func (w *objectWatcher) all() map[schema.GroupVersionResource][]*unstructured.Unstructured {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[schema.GroupVersionResource][]*unstructured.Unstructured{}
+	for gvr, inf := range w.informers {
+		if !inf.HasSynced() {
+			continue
+		}
+		for _, obj := range inf.GetStore().List() {
+			out[gvr] = append(out[gvr], obj.(*unstructured.Unstructured))
+		}
+	}
+	return out
+}
+
+// waitSynced waits up to timeout for gvr's cache.
+func (w *objectWatcher) waitSynced(ctx context.Context, gvr schema.GroupVersionResource, timeout time.Duration) bool {
+	inf, synced := w.informer(gvr)
+	if synced {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+}
+
+func objectKey(u *unstructured.Unstructured) string {
+	return u.GetAPIVersion() + "/" + u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+}
