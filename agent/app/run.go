@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -82,6 +83,10 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	memberMetadata, err := metadata.NewForConfig(memberCfg)
+	if err != nil {
+		return err
+	}
 
 	dnsServer := opts.DNSServer
 	if dnsServer == "" {
@@ -117,7 +122,7 @@ func Run(ctx context.Context, opts *Options) error {
 	go runner.Run(ctx)
 
 	lead := func(ctx context.Context) {
-		runLeader(ctx, opts, identity, member, memberDynamic, hubKube, hubFlotilla, quorum, m)
+		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, hubKube, hubFlotilla, quorum, m)
 	}
 	electErr := leader.Run(ctx, electionClient, leader.Options{
 		LeaderElectionOptions: opts.LeaderElection, Identity: identity, Metrics: m, Watchdog: watchdog,
@@ -135,7 +140,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 // runLeader is the hub-facing half of the agent, run only by the leader and
 // stopped the moment leadership is lost (ctx).
-func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, hubKube kubernetes.Interface,
+func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, memberMetadata metadata.Interface, hubKube kubernetes.Interface,
 	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics) {
 	// Member informers: nodes and unfinished pods (stripped to what the
 	// resource summary reads) and the nodes' DNS verdicts.
@@ -210,7 +215,7 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		workFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0,
 			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)))
 		works := workFactory.Work().V1alpha1().Works().Informer()
-		execution := execution.NewController(hubFlotilla, works, memberDynamic, member, member.Discovery(), execution.Options{
+		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, member.Discovery(), execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
 			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder,
 		})

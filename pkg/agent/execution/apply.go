@@ -167,8 +167,11 @@ func (c *Controller) get(ctx context.Context, gvr schema.GroupVersionResource, n
 		if exists {
 			return obj, nil
 		}
-		// The cache only holds managed objects: an unmanaged one of the
-		// same name (a conflict) must be looked up.
+		// The cache only holds managed objects: ask the metadata cache
+		// whether anything of that name exists before paying a GET.
+		if exists, known := c.objects.exists(gvr, namespace, name); known && !exists {
+			return nil, nil
+		}
 	}
 	obj, err := c.member.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -83,7 +84,12 @@ type Controller struct {
 	objects    *objectWatcher
 	queue      workqueue.TypedRateLimitingInterface[string]
 
-	namespaces  sync.Map // namespaces known to exist on the member
+	namespaces sync.Map // namespaces known to exist on the member
+	// written maps a Work name to the Work our last status write returned
+	// and the resourceVersion it replaced: while the lister still holds
+	// that older version, the written copy is the truth (no conflict, no
+	// duplicate write).
+	written     sync.Map
 	orphanMu    sync.Mutex
 	orphanSince map[string]time.Time
 	stopCh      chan struct{}
@@ -91,7 +97,7 @@ type Controller struct {
 
 // NewController returns a Controller. works is an informer on the Works in
 // opts.Namespace; the caller starts it.
-func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer, member dynamic.Interface,
+func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer, member dynamic.Interface, memberMetadata metadata.Interface,
 	memberKube kubernetes.Interface, memberDiscovery discovery.DiscoveryInterface, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -114,7 +120,7 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 		orphanSince: map[string]time.Time{},
 		stopCh:      make(chan struct{}),
 	}
-	c.objects = newObjectWatcher(member, c.stopCh, c.onMemberEvent)
+	c.objects = newObjectWatcher(member, memberMetadata, c.stopCh, c.onMemberEvent)
 	_, _ = works.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueWork,
 		UpdateFunc: func(old, cur any) { c.enqueueWorkUpdate(old, cur) },
@@ -206,6 +212,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
+type writtenWork struct {
+	replaced string
+	work     *workv1alpha1.Work
+}
+
 // errRetry marks a sync whose Work needs another try later (a manifest
 // failed), after its status has been written.
 type errRetry struct{ failed []string }
@@ -219,6 +230,13 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if e, ok := c.written.Load(name); ok {
+		if w := e.(writtenWork); w.replaced == work.ResourceVersion {
+			work = w.work
+		} else {
+			c.written.Delete(name)
+		}
 	}
 	if work.DeletionTimestamp != nil {
 		return c.release(ctx, work)
@@ -306,7 +324,10 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	}
 	updated := work.DeepCopy()
 	updated.Status = *status
-	_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	result, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err == nil {
+		c.written.Store(work.Name, writtenWork{replaced: work.ResourceVersion, work: result})
+	}
 	if err == nil && c.opts.Recorder != nil {
 		if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); before == nil ||
 			before.Status != applied.Status || before.Reason != applied.Reason {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -22,8 +24,12 @@ import (
 // their caches spare the apiserver a GET per manifest per sync.
 type objectWatcher struct {
 	factory dynamicinformer.DynamicSharedInformerFactory
-	onEvent func(obj *unstructured.Unstructured)
-	stop    <-chan struct{}
+	// metadata caches the metadata of every object of a watched resource,
+	// managed or not, so "does it exist?" costs no request.
+	metadata      metadatainformer.SharedInformerFactory
+	metaInformers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	onEvent       func(obj *unstructured.Unstructured)
+	stop          <-chan struct{}
 
 	mu        sync.Mutex
 	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
@@ -33,12 +39,43 @@ type objectWatcher struct {
 	ownWrites sync.Map
 }
 
-func newObjectWatcher(client dynamic.Interface, stop <-chan struct{}, onEvent func(*unstructured.Unstructured)) *objectWatcher {
+func newObjectWatcher(client dynamic.Interface, metaClient metadata.Interface, stop <-chan struct{}, onEvent func(*unstructured.Unstructured)) *objectWatcher {
 	selector := labels.SelectorFromSet(labels.Set{workv1alpha1.LabelManaged: "true"}).String()
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, "", func(o *metav1.ListOptions) {
 		o.LabelSelector = selector
 	})
-	return &objectWatcher{factory: factory, onEvent: onEvent, stop: stop, informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaClient, 0,
+		metadatainformer.WithTransform(func(obj any) (any, error) {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				m.ManagedFields = nil
+			}
+			return obj, nil
+		}))
+	return &objectWatcher{factory: factory, metadata: metaFactory, onEvent: onEvent, stop: stop,
+		informers:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		metaInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
+}
+
+// exists answers from the metadata cache whether an object exists at all;
+// known is false until that cache has synced.
+func (w *objectWatcher) exists(gvr schema.GroupVersionResource, namespace, name string) (exists, known bool) {
+	w.mu.Lock()
+	inf, ok := w.metaInformers[gvr]
+	if !ok {
+		inf = w.metadata.ForResource(gvr).Informer()
+		w.metaInformers[gvr] = inf
+		go inf.Run(w.stop)
+	}
+	w.mu.Unlock()
+	if !inf.HasSynced() {
+		return false, false
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	_, exists, err := inf.GetStore().GetByKey(key)
+	return exists, err == nil
 }
 
 // informer returns the started informer for gvr, and whether its cache has
@@ -49,7 +86,8 @@ func (w *objectWatcher) informer(gvr schema.GroupVersionResource) (cache.SharedI
 	if !ok {
 		inf = w.factory.ForResource(gvr).Informer()
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    w.handle,
+			// Adds are the initial list (every Work is synced at start
+			// anyway) or our own creations: no work to do.
 			UpdateFunc: func(_, obj any) { w.handle(obj) },
 			DeleteFunc: w.handle,
 		})
