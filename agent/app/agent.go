@@ -61,10 +61,13 @@ type Options struct {
 // NewOptions returns the defaults (Karmada's where the flag exists there).
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:             40,
-		KubeAPIBurst:           60,
-		HubAPIQPS:              40,
-		HubAPIBurst:            60,
+		// Higher than Karmada's 40/60: after a failover an agent applies
+		// a burst of Works, and its speed is the failover's speed. The hub's
+		// API Priority and Fairness still protects the hub from any one agent.
+		KubeAPIQPS:             100,
+		KubeAPIBurst:           200,
+		HubAPIQPS:              100,
+		HubAPIBurst:            200,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":10357",
 		NodeName:               os.Getenv("NODE_NAME"),

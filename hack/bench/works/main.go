@@ -38,14 +38,15 @@ func main() {
 	kind := flag.String("kind", "configmap", "configmap or deployment")
 	rate := flag.Float64("rate", 0, "Works created per second (0: as fast as the client allows, 200/s)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	keep := flag.Bool("keep", false, "keep the Works (delete them later with: kubectl delete works -n flotilla-es-<cluster> -l flotilla.io/bench)")
 	flag.Parse()
-	if err := run(*kubeconfig, *context_, *cluster, *count, *kind, *rate, *timeout); err != nil {
+	if err := run(*kubeconfig, *context_, *cluster, *count, *kind, *rate, *timeout, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, hubContext, cluster string, count int, kind string, rate float64, timeout time.Duration) error {
+func run(kubeconfig, hubContext, cluster string, count int, kind string, rate float64, timeout time.Duration, keep bool) error {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
 		&clientcmd.ConfigOverrides{CurrentContext: hubContext}).ClientConfig()
@@ -140,7 +141,10 @@ func run(kubeconfig, hubContext, cluster string, count int, kind string, rate fl
 		count, kind, rateString(rate), createdIn.Round(time.Millisecond), total.Round(time.Millisecond),
 		pct(0.50), pct(0.90), pct(0.99), latencies[count-1].Round(time.Millisecond))
 
-	fmt.Fprintf(os.Stderr, "deleting %d Works…\n", count)
+	if keep {
+		return nil
+	}
+	deleteStart := time.Now()
 	if err := client.WorkV1alpha1().Works(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector}); err != nil {
 		return err
 	}
@@ -150,6 +154,7 @@ func run(kubeconfig, hubContext, cluster string, count int, kind string, rate fl
 			return err
 		}
 		if len(list.Items) == 0 {
+			fmt.Printf("| deleting %d Works (agent removes the member objects, then the finalizers) | %s |\n", count, time.Since(deleteStart).Round(100*time.Millisecond))
 			return nil
 		}
 		select {
