@@ -90,6 +90,56 @@ var _ = Describe("Agent Works", func() {
 			g.Expect(d.Labels).To(HaveKeyWithValue(workv1alpha1.LabelManaged, "true"))
 		}).Should(Succeed())
 	})
+
+	It("changes nothing on the member while the hub apiserver is stopped, and catches up when it returns", func(ctx SpecContext) {
+		m := env.Members[1]
+		cfg, err := env.RestConfig(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		flotilla, err := flotillaclient.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		member, err := env.Kube(m.Context)
+		Expect(err).NotTo(HaveOccurred())
+		ns := "flotilla-es-" + m.Name
+		raw, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "e2e-outage", "namespace": "default"}, "data": map[string]any{"k": "v"}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-outage", Namespace: ns},
+			Spec:       workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var before string
+		eventually(ctx, func(g Gomega) {
+			cm, err := member.CoreV1().ConfigMaps("default").Get(ctx, "e2e-outage", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			before = cm.ResourceVersion
+		}).Should(Succeed())
+
+		hub := env.Prefix + "-hub"
+		Expect(env.Ctl(ctx, "stop-cluster", hub)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			_ = env.Ctl(ctx, "start-cluster", hub)
+			// The hub process exits when it loses its leader Lease; bring it back.
+			_ = env.Ctl(ctx, "restart", "hub")
+		})
+		Consistently(ctx, func(g Gomega) {
+			cm, err := member.CoreV1().ConfigMaps("default").Get(ctx, "e2e-outage", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cm.ResourceVersion).To(Equal(before))
+			for _, addr := range m.AgentHealth {
+				_, err := httpGet(ctx, addr, "/healthz")
+				g.Expect(err).NotTo(HaveOccurred(), "agent %s unhealthy while the hub is down", addr)
+			}
+		}).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		Expect(env.Ctl(ctx, "start-cluster", hub)).To(Succeed())
+		Expect(flotilla.WorkV1alpha1().Works(ns).Delete(ctx, "e2e-outage", metav1.DeleteOptions{})).To(Succeed())
+		eventually(ctx, func() bool {
+			_, err := member.CoreV1().ConfigMaps("default").Get(ctx, "e2e-outage", metav1.GetOptions{})
+			_, werr := flotilla.WorkV1alpha1().Works(ns).Get(ctx, "e2e-outage", metav1.GetOptions{})
+			return apierrors.IsNotFound(err) && apierrors.IsNotFound(werr)
+		}).WithTimeout(90*time.Second).Should(BeTrue(), "after the hub returns, the deleted Work is released")
+	})
 })
 
 func replicasOf(ctx context.Context, kube kubernetes.Interface, ns string) int32 {

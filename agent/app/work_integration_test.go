@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/flotilla-io/flotilla/agent/app"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
@@ -369,4 +370,33 @@ func (p *tcpProxy) restore() {
 	p.mu.Lock()
 	p.down = false
 	p.mu.Unlock()
+}
+
+// A managed object whose Work vanished from the hub without its finalizer is
+// deleted once the orphan grace period has passed (shortened here; 60m by
+// default), and not before the Work is gone.
+func TestOrphanIsDeletedAfterTheGracePeriod(t *testing.T) {
+	f := newFleet(t)
+	f.register(t, "", true)
+	opts := f.fastOptions("node-a")
+	opts.OrphanGracePeriod = 2 * time.Second // below the flag's minimum: tests only
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = app.Run(ctx, opts) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	f.createWork(t, "short-lived", nil, manifest(t, configMap("default", "orphan", nil)))
+	poll(t, 30*time.Second, "applied with the finalizer", func() bool {
+		c := f.applied(t, "short-lived")
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	w := f.work(t, "short-lived")
+	w.Finalizers = nil
+	if _, err := f.hubFlotilla.WorkV1alpha1().Works(f.clusterNamespace).Update(context.Background(), w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hubFlotilla.WorkV1alpha1().Works(f.clusterNamespace).Delete(context.Background(), "short-lived", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the orphan to be deleted", func() bool { return f.memberConfigMap(t, "default", "orphan") == nil })
 }
