@@ -136,7 +136,9 @@ func run(kubeconfig, hubContext, cluster string, count int, kind string, rate fl
 		latencies[i] = max(appliedAt[i].Sub(created[i]), 0)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	pct := func(p float64) time.Duration { return latencies[min(int(float64(count)*p), count-1)].Round(time.Millisecond) }
+	pct := func(p float64) time.Duration {
+		return latencies[min(int(float64(count)*p), count-1)].Round(time.Millisecond)
+	}
 	fmt.Printf("| %d × %s | rate %s | created in %s | all applied in %s | p50 %s | p90 %s | p99 %s | max %s |\n",
 		count, kind, rateString(rate), createdIn.Round(time.Millisecond), total.Round(time.Millisecond),
 		pct(0.50), pct(0.90), pct(0.99), latencies[count-1].Round(time.Millisecond))
