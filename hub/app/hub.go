@@ -10,14 +10,21 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -83,6 +90,7 @@ apiserver (Flotilla CRDs); members reach it through their agents (pull mode).`,
 	opts.AddFlags(fs)
 	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	cmd.AddCommand(newAgentKubeconfigCommand())
 	return cmd
 }
 
@@ -107,9 +115,21 @@ func Run(ctx context.Context, opts *Options) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- health.Run(ctx) }()
 
+	flotilla, err := flotillaclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
-		<-ctx.Done()
+		factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
+		broadcaster := record.NewBroadcaster()
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		recorder := broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"})
+		lifecycle := clusterlifecycle.NewController(kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), recorder)
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
+		lifecycle.Run(ctx, 2)
 	}
 
 	if !opts.LeaderElection.LeaderElect {

@@ -1,0 +1,204 @@
+package clusterlifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+)
+
+var oneConfigMap = workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{
+	{RawExtension: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"default"}}`)}}}}}
+
+func startController(t *testing.T, env *testenv.Env) flotillaclient.Interface {
+	t.Helper()
+	flotilla, err := flotillaclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
+	c := clusterlifecycle.NewController(env.Kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), record.NewFakeRecorder(100))
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 2) }()
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	return flotilla
+}
+
+func register(t *testing.T, flotilla flotillaclient.Interface, env *testenv.Env, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := flotilla.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: clusterv1alpha1.ClusterSpec{SyncMode: clusterv1alpha1.Pull}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, errSA := env.Kube.CoreV1().ServiceAccounts(clusterlifecycle.Namespace(name)).Get(ctx, clusterlifecycle.AgentServiceAccount, metav1.GetOptions{})
+		_, errLease := env.Kube.CoordinationV1().Leases(clusterlifecycle.Namespace(name)).Get(ctx, name, metav1.GetOptions{})
+		_, errCRB := env.Kube.RbacV1().ClusterRoleBindings().Get(ctx, clusterlifecycle.AgentClusterRoleName(name), metav1.GetOptions{})
+		return errSA == nil && errLease == nil && errCRB == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("cluster %s: namespace, Lease and identity never appeared", name)
+	}
+}
+
+// agentConfig authenticates as the cluster's agent identity with a token from
+// the TokenRequest API, the way `hub agent-kubeconfig` does.
+func agentConfig(t *testing.T, env *testenv.Env, cluster string) *rest.Config {
+	t.Helper()
+	tr, err := env.Kube.CoreV1().ServiceAccounts(clusterlifecycle.Namespace(cluster)).CreateToken(context.Background(),
+		clusterlifecycle.AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
+}
+
+// The agent identity may do exactly its job on the hub, with the real
+// authorizer: its own Lease, Works, Cluster and events — nothing of another
+// cluster's, no Secrets, no listing of Clusters, no creating Works.
+func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
+	env := testenv.Start(t)
+	flotilla := startController(t, env)
+	register(t, flotilla, env, "member1")
+	register(t, flotilla, env, "member2")
+	ctx := context.Background()
+	ns1, ns2 := clusterlifecycle.Namespace("member1"), clusterlifecycle.Namespace("member2")
+	for _, ns := range []string{ns1, ns2} {
+		if _, err := flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns},
+			Spec: oneConfigMap}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := agentConfig(t, env, "member1")
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	agent := flotillaclient.NewForConfigOrDie(cfg)
+
+	allowed := map[string]func() error{
+		"renew its Lease": func() error {
+			l, err := kube.CoordinationV1().Leases(ns1).Get(ctx, "member1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_, err = kube.CoordinationV1().Leases(ns1).Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		},
+		"list its Works": func() error { _, err := agent.WorkV1alpha1().Works(ns1).List(ctx, metav1.ListOptions{}); return err },
+		"finish its Work": func() error {
+			w, err := agent.WorkV1alpha1().Works(ns1).Get(ctx, "w", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			w.Finalizers = append(w.Finalizers, workv1alpha1.ExecutionFinalizer)
+			if w, err = agent.WorkV1alpha1().Works(ns1).Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			_, err = agent.WorkV1alpha1().Works(ns1).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+			return err
+		},
+		"update its Cluster and status": func() error {
+			c, err := agent.ClusterV1alpha1().Clusters().Get(ctx, "member1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c.Spec.ID = "uid-1"
+			if c, err = agent.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			_, err = agent.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return err
+		},
+		"record events about its Cluster": func() error {
+			_, err := kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Cluster", Name: "member1"}, Reason: "Test", Message: "m"}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for what, f := range allowed {
+		if err := f(); err != nil {
+			t.Errorf("member1's agent may %s, got %v", what, err)
+		}
+	}
+	forbidden := map[string]func() error{
+		"read member2's Works": func() error { _, err := agent.WorkV1alpha1().Works(ns2).List(ctx, metav1.ListOptions{}); return err },
+		"read member2's Lease": func() error {
+			_, err := kube.CoordinationV1().Leases(ns2).Get(ctx, "member2", metav1.GetOptions{})
+			return err
+		},
+		"update member2's Cluster": func() error {
+			_, err := agent.ClusterV1alpha1().Clusters().UpdateStatus(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member2"}}, metav1.UpdateOptions{})
+			return err
+		},
+		"list Clusters": func() error { _, err := agent.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{}); return err },
+		"read Secrets":  func() error { _, err := kube.CoreV1().Secrets(ns1).List(ctx, metav1.ListOptions{}); return err },
+		"create Works": func() error {
+			_, err := agent.WorkV1alpha1().Works(ns1).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		},
+		"delete its Work": func() error { return agent.WorkV1alpha1().Works(ns1).Delete(ctx, "w", metav1.DeleteOptions{}) },
+		"create other Leases": func() error {
+			_, err := kube.CoordinationV1().Leases(ns1).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for what, f := range forbidden {
+		if err := f(); !apierrors.IsForbidden(err) {
+			t.Errorf("member1's agent must be Forbidden to %s, got %v", what, err)
+		}
+	}
+}
+
+// Deleting a Cluster whose agent is gone completes: its Works' finalizers are
+// released and its namespace deletion is started.
+func TestDeletingAClusterWithoutAnAgentCompletes(t *testing.T) {
+	env := testenv.Start(t)
+	flotilla := startController(t, env)
+	register(t, flotilla, env, "gone")
+	ctx := context.Background()
+	ns := clusterlifecycle.Namespace("gone")
+	if _, err := flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns,
+		Finalizers: []string{workv1alpha1.ExecutionFinalizer}}, Spec: oneConfigMap}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flotilla.ClusterV1alpha1().Clusters().Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, "gone", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal("the Cluster was never deleted")
+	}
+	w, err := flotilla.WorkV1alpha1().Works(ns).Get(ctx, "stuck", metav1.GetOptions{})
+	if err == nil && len(w.Finalizers) > 0 {
+		t.Errorf("the dead cluster's Work still holds finalizers %v", w.Finalizers)
+	}
+	n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err == nil && n.DeletionTimestamp == nil {
+		t.Error("the cluster namespace is not being deleted")
+	}
+}
