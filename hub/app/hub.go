@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -24,7 +27,10 @@ import (
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -38,6 +44,15 @@ type Options struct {
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
 	LeaderElection         cmdutil.LeaderElectionOptions
+
+	ConcurrentClusterSyncs    int
+	ClusterMonitorPeriod      time.Duration
+	ClusterMonitorGracePeriod time.Duration
+	ClusterStartupGracePeriod time.Duration
+	FailoverEvictionTimeout   time.Duration
+	UnhealthyClusterThreshold float64
+	ResourceEvictionRate      float64
+	SecondaryEvictionRate     float64
 }
 
 // NewOptions returns the defaults.
@@ -48,6 +63,15 @@ func NewOptions() *Options {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":10357",
 		LeaderElection:         cmdutil.DefaultLeaderElection("flotilla-system", "flotilla-hub"),
+
+		ConcurrentClusterSyncs:    5,
+		ClusterMonitorPeriod:      5 * time.Second,
+		ClusterMonitorGracePeriod: 40 * time.Second,
+		ClusterStartupGracePeriod: 60 * time.Second,
+		FailoverEvictionTimeout:   5 * time.Minute,
+		UnhealthyClusterThreshold: 0.55,
+		ResourceEvictionRate:      0.5,
+		SecondaryEvictionRate:     0.1,
 	}
 }
 
@@ -59,12 +83,29 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
 	o.LeaderElection.AddFlags(fs, "hub replica", "host cluster")
+	fs.IntVar(&o.ConcurrentClusterSyncs, "concurrent-cluster-syncs", o.ConcurrentClusterSyncs, "Clusters reconciled in parallel by each cluster controller.")
+	fs.DurationVar(&o.ClusterMonitorPeriod, "cluster-monitor-period", o.ClusterMonitorPeriod, "How often the fleet guard is recomputed; the upper bound of lateness in noticing a silent cluster.")
+	fs.DurationVar(&o.ClusterMonitorGracePeriod, "cluster-monitor-grace-period", o.ClusterMonitorGracePeriod, "How long a cluster's Lease may stand still before Ready turns Unknown.")
+	fs.DurationVar(&o.ClusterStartupGracePeriod, "cluster-startup-grace-period", o.ClusterStartupGracePeriod, "Grace for a cluster whose agent never renewed its Lease.")
+	fs.DurationVar(&o.FailoverEvictionTimeout, "failover-eviction-timeout", o.FailoverEvictionTimeout, "How long Ready must be False or Unknown before the NoExecute taint; 0 disables NoExecute taints.")
+	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold, "Share of not-Ready clusters (with more than 2 clusters) at which evictions slow to the secondary rate.")
+	fs.Float64Var(&o.ResourceEvictionRate, "resource-eviction-rate", o.ResourceEvictionRate, "Evictions per second in a healthy fleet.")
+	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Evictions per second while the fleet guard sees a partial disruption.")
 }
 
 // Validate reports every invalid flag at once.
 func (o *Options) Validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 {
+		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period and the grace periods must be positive")
+	}
+	if o.FailoverEvictionTimeout < 0 {
+		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
+	}
+	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 || o.ResourceEvictionRate < 0 || o.SecondaryEvictionRate < 0 {
+		return fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1] and eviction rates must not be negative")
 	}
 	return o.LeaderElection.Validate()
 }
@@ -106,7 +147,9 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 
-	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, metrics.NewRegistry("hub"))
+	registry := metrics.NewRegistry("hub")
+	hubMetrics := hubmetrics.New(registry)
+	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
 	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
 
@@ -126,10 +169,27 @@ func Run(ctx context.Context, opts *Options) error {
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 		defer broadcaster.Shutdown()
 		recorder := broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"})
-		lifecycle := clusterlifecycle.NewController(kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), recorder)
+		kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
+		lifecycle := clusterlifecycle.NewController(kube, flotilla, clusters, recorder)
+		health := clusterhealth.NewController(flotilla, clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
+			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
+			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,
+		})
+		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate)
+		taints := clustertaint.NewController(flotilla, clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
+			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
+		})
 		factory.Start(ctx.Done())
+		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()
-		lifecycle.Run(ctx, 2)
+		defer kubeFactory.Shutdown()
+		var wg sync.WaitGroup
+		for _, run := range []func(context.Context, int){lifecycle.Run, health.Run, taints.Run} {
+			wg.Add(1)
+			go func() { defer wg.Done(); run(ctx, opts.ConcurrentClusterSyncs) }()
+		}
+		wg.Wait()
 	}
 
 	if !opts.LeaderElection.LeaderElect {

@@ -1,0 +1,354 @@
+// Package clustertaint keeps each Cluster's taints in line with its
+// conditions: the built-in not-ready / unreachable taints (NoSchedule at
+// once, NoExecute after --failover-eviction-timeout), the taints of every
+// ClusterTaintPolicy, and the fleet guard's veto on NoExecute when the whole
+// fleet looks down.
+package clustertaint
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+)
+
+// Event reasons.
+const (
+	EventTaintSucceed = "TaintClusterSucceed"
+	EventTaintFailed  = "TaintClusterFailed"
+	EventFleetGuard   = "FleetGuard"
+)
+
+// Options configure the Controller.
+type Options struct {
+	// FailoverEvictionTimeout is how long Ready must be False/Unknown before
+	// the NoExecute taint; 0 disables NoExecute.
+	FailoverEvictionTimeout time.Duration
+	// GuardPeriod is how often the fleet guard is recomputed.
+	GuardPeriod time.Duration
+	Clock       clock.Clock
+	Metrics     *hubmetrics.Metrics
+	Recorder    record.EventRecorder
+}
+
+// Controller taints clusters.
+type Controller struct {
+	opts     Options
+	flotilla flotillaclient.Interface
+	clusters clusterlisters.ClusterLister
+	policies clusterlisters.ClusterTaintPolicyLister
+	synced   []cache.InformerSynced
+	guard    *FleetGuard
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController returns a Controller fed by Cluster and ClusterTaintPolicy informers.
+func NewController(flotilla flotillaclient.Interface, clusters, policies cache.SharedIndexInformer, guard *FleetGuard, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.GuardPeriod <= 0 {
+		opts.GuardPeriod = 5 * time.Second
+	}
+	c := &Controller{opts: opts, flotilla: flotilla, guard: guard,
+		clusters: clusterlisters.NewClusterLister(clusters.GetIndexer()),
+		policies: clusterlisters.NewClusterTaintPolicyLister(policies.GetIndexer()),
+		synced:   []cache.InformerSynced{clusters.HasSynced, policies.HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cluster-taint"})}
+	enqueue := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
+			c.queue.Add(cl.Name)
+		}
+	}
+	_, _ = clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }})
+	all := func(any) { c.enqueueAll() }
+	_, _ = policies.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all})
+	return c
+}
+
+func (c *Controller) enqueueAll() {
+	list, _ := c.clusters.List(labels.Everything())
+	for _, cl := range list {
+		c.queue.Add(cl.Name)
+	}
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("cluster-taint", ctx.Done(), c.synced...) {
+		return
+	}
+	c.updateGuard(ctx)
+	go wait.UntilWithContext(ctx, c.updateGuard, c.opts.GuardPeriod)
+	for range workers {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.next(ctx) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+}
+
+// updateGuard recomputes the fleet guard; a change of mode re-evaluates
+// every cluster (NoExecute taints wait while the whole fleet looks down).
+func (c *Controller) updateGuard(ctx context.Context) {
+	list, err := c.clusters.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	state, changed := c.guard.Update(list)
+	if m := c.opts.Metrics; m != nil {
+		for _, s := range []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption} {
+			v := 0.0
+			if s == state.Mode {
+				v = 1
+			}
+			m.FleetGuardState.WithLabelValues(s).Set(v)
+		}
+		m.UnhealthyClusters.WithLabelValues("").Set(float64(state.NotReady))
+	}
+	if !changed {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	switch state.Mode {
+	case GuardFullDisruption:
+		logger.Info("Fleet guard: every cluster is not Ready; assuming the hub is cut off — no NoExecute taints, no evictions",
+			"notReady", state.NotReady, "total", state.Total)
+	case GuardPartialDisruption:
+		logger.Info("Fleet guard: many clusters are not Ready; evictions slow to the secondary rate", "notReady", state.NotReady, "total", state.Total)
+	default:
+		logger.Info("Fleet guard: normal", "notReady", state.NotReady, "total", state.Total)
+	}
+	if c.opts.Recorder != nil {
+		for _, cl := range list {
+			if !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
+				c.opts.Recorder.Eventf(cl, corev1.EventTypeWarning, EventFleetGuard, "fleet guard is %s: %d of %d clusters are not Ready", state.Mode, state.NotReady, state.Total)
+			}
+		}
+	}
+	c.enqueueAll()
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Cluster taint sync failed; retrying", "cluster", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) sync(ctx context.Context, name string) error {
+	cluster, err := c.clusters.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || cluster.DeletionTimestamp != nil {
+		return err
+	}
+	now := c.opts.Clock.Now()
+	taints := append([]corev1.Taint(nil), cluster.Spec.Taints...)
+	noExecuteOK := c.guard.AllowsNoExecute()
+
+	ready := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+	if ready != nil {
+		var mine, other string
+		switch ready.Status {
+		case metav1.ConditionFalse:
+			mine, other = clusterv1alpha1.TaintClusterNotReady, clusterv1alpha1.TaintClusterUnreachable
+		case metav1.ConditionUnknown:
+			mine, other = clusterv1alpha1.TaintClusterUnreachable, clusterv1alpha1.TaintClusterNotReady
+		}
+		if mine == "" {
+			taints = removeKey(taints, clusterv1alpha1.TaintClusterNotReady)
+			taints = removeKey(taints, clusterv1alpha1.TaintClusterUnreachable)
+		} else {
+			taints = removeKey(taints, other)
+			taints = add(taints, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoSchedule}, now)
+			if timeout := c.opts.FailoverEvictionTimeout; timeout > 0 {
+				due := ready.LastTransitionTime.Add(timeout)
+				switch {
+				case now.Before(due):
+					c.queue.AddAfter(name, due.Sub(now)+10*time.Millisecond)
+				case noExecuteOK:
+					taints = add(taints, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoExecute}, now)
+				}
+			}
+		}
+	}
+
+	// ClusterTaintPolicies, oldest first; each adds before it removes.
+	policies, err := c.policies.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	sort.Slice(policies, func(i, j int) bool {
+		ti, tj := policies[i].CreationTimestamp, policies[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return policies[i].Name < policies[j].Name
+	})
+	for _, p := range policies {
+		if !clusteraffinity.Matches(p.Spec.TargetClusters, cluster) {
+			continue
+		}
+		if len(p.Spec.AddOnConditions) > 0 && conditionsMatch(p.Spec.AddOnConditions, cluster) {
+			for _, t := range p.Spec.Taints {
+				if t.Effect == corev1.TaintEffectNoExecute && !noExecuteOK {
+					continue
+				}
+				taints = add(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}, now)
+			}
+		}
+		if len(p.Spec.RemoveOnConditions) > 0 && conditionsMatch(p.Spec.RemoveOnConditions, cluster) {
+			for _, t := range p.Spec.Taints {
+				taints = remove(taints, t.Key, t.Effect)
+			}
+		}
+	}
+	return c.write(ctx, cluster, taints)
+}
+
+func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster, taints []corev1.Taint) error {
+	added, removed := diff(cluster.Spec.Taints, taints)
+	if len(added) == 0 && len(removed) == 0 {
+		return nil
+	}
+	updated := cluster.DeepCopy()
+	updated.Spec.Taints = taints
+	_, err := c.flotilla.ClusterV1alpha1().Clusters().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		if c.opts.Recorder != nil && !apierrors.IsConflict(err) {
+			c.opts.Recorder.Eventf(cluster, corev1.EventTypeWarning, EventTaintFailed, "updating taints (add %v, remove %v): %v", added, removed, err)
+		}
+		return err
+	}
+	klog.FromContext(ctx).Info("Cluster taints changed", "cluster", cluster.Name, "added", added, "removed", removed)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Eventf(cluster, corev1.EventTypeNormal, EventTaintSucceed, "taints added %v, removed %v", added, removed)
+	}
+	if m := c.opts.Metrics; m != nil {
+		for _, t := range added {
+			m.TaintChanges.WithLabelValues(t.Key, string(t.Effect), "add").Inc()
+		}
+		for _, t := range removed {
+			m.TaintChanges.WithLabelValues(t.Key, string(t.Effect), "remove").Inc()
+		}
+	}
+	return nil
+}
+
+// conditionsMatch: every match condition holds (they are ANDed). A missing
+// condition has no status, so In never matches it and NotIn always does.
+func conditionsMatch(matches []clusterv1alpha1.MatchCondition, cluster *clusterv1alpha1.Cluster) bool {
+	for _, m := range matches {
+		var status metav1.ConditionStatus
+		if cond := meta.FindStatusCondition(cluster.Status.Conditions, m.ConditionType); cond != nil {
+			status = cond.Status
+		}
+		in := false
+		for _, v := range m.StatusValues {
+			if status != "" && v == status {
+				in = true
+			}
+		}
+		switch m.Operator {
+		case clusterv1alpha1.MatchConditionOpIn:
+			if !in {
+				return false
+			}
+		case clusterv1alpha1.MatchConditionOpNotIn:
+			if in {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// add appends t (with timeAdded) unless a taint with its key and effect exists.
+func add(taints []corev1.Taint, t corev1.Taint, now time.Time) []corev1.Taint {
+	for _, x := range taints {
+		if x.Key == t.Key && x.Effect == t.Effect {
+			return taints
+		}
+	}
+	t.TimeAdded = &metav1.Time{Time: now.Truncate(time.Second)}
+	return append(taints, t)
+}
+
+func remove(taints []corev1.Taint, key string, effect corev1.TaintEffect) []corev1.Taint {
+	out := taints[:0:0]
+	for _, t := range taints {
+		if t.Key != key || t.Effect != effect {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func removeKey(taints []corev1.Taint, key string) []corev1.Taint {
+	out := taints[:0:0]
+	for _, t := range taints {
+		if t.Key != key {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func diff(before, after []corev1.Taint) (added, removed []corev1.Taint) {
+	has := func(list []corev1.Taint, t corev1.Taint) bool {
+		for _, x := range list {
+			if x.Key == t.Key && x.Effect == t.Effect && x.Value == t.Value {
+				return true
+			}
+		}
+		return false
+	}
+	for _, t := range after {
+		if !has(before, t) {
+			added = append(added, t)
+		}
+	}
+	for _, t := range before {
+		if !has(after, t) {
+			removed = append(removed, t)
+		}
+	}
+	return added, removed
+}

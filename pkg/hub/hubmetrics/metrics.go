@@ -1,0 +1,48 @@
+// Package hubmetrics holds the hub controllers' Prometheus metrics, created
+// per hub run on the registry it serves.
+package hubmetrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flotilla-io/flotilla/pkg/metrics"
+)
+
+const subsystem = "hub"
+
+// Metrics are the hub's own metrics.
+type Metrics struct {
+	// ClusterReady is 1 for each cluster's current Ready status.
+	ClusterReady *prometheus.GaugeVec
+	// LeaseAge is the age of each cluster's Lease as the hub last saw it.
+	LeaseAge *prometheus.GaugeVec
+	// UnknownLatency is the time from a Lease's expiry to Ready=Unknown.
+	UnknownLatency prometheus.Histogram
+	// TaintChanges counts taints added and removed by key, effect and action.
+	TaintChanges *prometheus.CounterVec
+	// FleetGuardState is 1 for the current fleet guard state.
+	FleetGuardState *prometheus.GaugeVec
+	// UnhealthyClusters is the number of not-Ready clusters per region ("" = all).
+	UnhealthyClusters *prometheus.GaugeVec
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		ClusterReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "cluster_ready", Help: "1 for the cluster's current Ready status (True, False, Unknown)."}, []string{"cluster", "status"}),
+		LeaseAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "cluster_lease_age_seconds", Help: "Time since the hub last saw the cluster's Lease advance."}, []string{"cluster"}),
+		UnknownLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "lease_expiry_to_unknown_seconds", Help: "Time from a cluster Lease's expiry to Ready=Unknown being written.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30}}),
+		TaintChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "cluster_taint_changes_total", Help: "Taints added to or removed from clusters."}, []string{"key", "effect", "action"}),
+		FleetGuardState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "fleet_guard_state", Help: "1 for the fleet guard's current state (Normal, PartialDisruption, FullDisruption)."}, []string{"state"}),
+		UnhealthyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "unhealthy_clusters", Help: "Clusters that are not Ready, per region (region=\"\" is the whole fleet)."}, []string{"region"}),
+	}
+	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
+	return m
+}
