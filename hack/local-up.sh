@@ -102,8 +102,7 @@ EOF
 	# The agent's namespace: its leader-election Lease and the nodes' DNS verdicts.
 	memberctl "$i" create namespace flotilla-system --dry-run=client -o yaml | memberctl "$i" apply -f - >/dev/null
 
-	# The Cluster object and the Lease its agent renews. (The hub's cluster
-	# controller will own the namespace and Lease; until then we create them.)
+	# The Cluster object; the hub makes its namespace, Lease and agent identity.
 	cat <<EOF | hubctl apply -f - >/dev/null
 apiVersion: cluster.flotilla.io/v1alpha1
 kind: Cluster
@@ -116,19 +115,6 @@ spec:
   provider: kwok
   region: $region
   zones: [$region-1, $region-2]
----
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: flotilla-es-member$i
----
-apiVersion: coordination.k8s.io/v1
-kind: Lease
-metadata:
-  name: member$i
-  namespace: flotilla-es-member$i
-spec:
-  leaseDurationSeconds: 40
 EOF
 done
 
@@ -166,6 +152,12 @@ start_process hub "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
 health_urls=("http://127.0.0.1:$PORT_BASE/readyz")
 
 for i in $(seq 1 "$MEMBERS"); do
+	# The agents' own least-privilege identity on the hub (made by the hub's
+	# cluster controller), not the admin credentials.
+	agent_hub_kubeconfig=$STATE_DIR/member$i/hub-agent.kubeconfig
+	"$BIN/hub" agent-kubeconfig --kubeconfig "$hub_kubeconfig" --cluster "member$i" --duration 8760h --wait 60s >"$agent_hub_kubeconfig" ||
+		die "no agent identity for member$i on the hub; see $LOG_DIR/hub.log"
+	chmod 0600 "$agent_hub_kubeconfig"
 	member_kubeconfig=$STATE_DIR/member$i/kubeconfig
 	"$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-member$i" --kubeconfig "$KUBECONFIG_OUT" >"$member_kubeconfig"
 	chmod 0600 "$member_kubeconfig"
@@ -174,7 +166,7 @@ for i in $(seq 1 "$MEMBERS"); do
 	# node's resolver.
 	for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do
 		start_process "agent-member$i-$a" "$BIN/agent" \
-			--cluster-name "member$i" --kubeconfig "$member_kubeconfig" --hub-kubeconfig "$hub_kubeconfig" \
+			--cluster-name "member$i" --kubeconfig "$member_kubeconfig" --hub-kubeconfig "$agent_hub_kubeconfig" \
 			--node-name "member$i-node-$((a + 1))" --dns-server "127.0.0.1:$(member_dns_port "$i")" \
 			--health-probe-bind-address "127.0.0.1:$(agent_port "$i" "$a" 0)" \
 			--metrics-bind-address "127.0.0.1:$(agent_port "$i" "$a" 1)" "${agent_flags[@]}"

@@ -76,7 +76,9 @@ func (g *FleetGuard) Update(clusters []*clusterv1alpha1.Cluster) (GuardState, bo
 	byRegion := map[string]*count{}
 	all := count{}
 	for _, c := range clusters {
-		if c.DeletionTimestamp != nil {
+		// A cluster being deleted or that never reported (no Ready yet)
+		// holds no workloads to protect: it does not count.
+		if c.DeletionTimestamp != nil || meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) == nil {
 			continue
 		}
 		r := byRegion[c.Spec.Region]
