@@ -100,6 +100,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 
 	registry := metrics.NewRegistry("agent")
+	metrics.RegisterRESTClientMetrics(registry)
 	m := agentmetrics.New(registry)
 	server := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	server.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))

@@ -148,6 +148,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 
 	registry := metrics.NewRegistry("hub")
+	metrics.RegisterRESTClientMetrics(registry)
 	hubMetrics := hubmetrics.New(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
