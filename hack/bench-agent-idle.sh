@@ -25,7 +25,6 @@ agents_var=MEMBER${i}_AGENTS metrics_var=MEMBER${i}_AGENT_METRICS context_var=ME
 read -r -a agents <<<"${!agents_var:-}"
 read -r -a metrics <<<"${!metrics_var:-}"
 [ ${#agents[@]} -gt 0 ] || die "$MEMBER not in $ENV_FILE"
-hubctl() { "$KUBECTL" --kubeconfig "$KUBECONFIG" --context "$HUB_CONTEXT" "$@"; }
 
 metric() { # metric ADDR NAME[{labels}] → sum of matching samples
 	curl -fsS "http://$1/metrics" 2>/dev/null | awk -v m="$2" 'index($0, m) == 1 { s += $NF } END { printf "%d\n", s }'
@@ -47,8 +46,10 @@ sleep "$SETTLE"
 
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
-hubctl get lease -n "flotilla-es-$MEMBER" "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/lease" &
-hubctl get cluster "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/cluster" &
+# kubectl itself in the background (not a shell function), so the trap's
+# `kill $(jobs -p)` reaches it.
+"$KUBECTL" --kubeconfig "$KUBECONFIG" --context "$HUB_CONTEXT" get lease -n "flotilla-es-$MEMBER" "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/lease" &
+"$KUBECTL" --kubeconfig "$KUBECONFIG" --context "$HUB_CONTEXT" get cluster "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/cluster" &
 declare -A pid ticks0 renew0 status0 works0
 for idx in "${!agents[@]}"; do
 	pid[$idx]=$(cat "$STATE_DIR/pids/${agents[$idx]}.pid")

@@ -71,6 +71,42 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"flotilla.io/bench": "clusters"}},
 			Spec:       clusterv1alpha1.ClusterSpec{SyncMode: clusterv1alpha1.Pull, Region: "bench"}}, metav1.CreateOptions{})
 	})
+	// The simulated agents: like real ones, each renews its Lease as soon as
+	// the hub has made it, and reports Ready True whenever the Cluster does
+	// not say so (an agent writes its status when it differs).
+	var mu sync.Mutex
+	lastRenew := map[string]time.Time{}
+	stops := map[string]context.CancelFunc{}
+	for i, name := range names {
+		rctx, stop := context.WithCancel(ctx)
+		stops[name] = stop
+		go func() {
+			time.Sleep(time.Duration(i) * interval / time.Duration(count)) // spread the fleet over the interval
+			leases := kube.CoordinationV1().Leases("flotilla-es-" + name)
+			wait.UntilWithContext(rctx, func(ctx context.Context) {
+				l, err := leases.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+				if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+					return
+				}
+				mu.Lock()
+				lastRenew[name] = now
+				mu.Unlock()
+				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
+					return
+				}
+				meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
+					Status: metav1.ConditionTrue, Reason: clusterv1alpha1.ClusterReasonReady, Message: "simulated"})
+				_, _ = flotilla.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			}, interval)
+		}()
+	}
+
 	fmt.Fprintf(os.Stderr, "created %d Clusters in %s; waiting for the hub to make their namespaces, Leases and identities…\n", count, time.Since(start).Round(time.Second))
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := kube.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{LabelSelector: "cluster.flotilla.io/name"})
@@ -89,44 +125,7 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 	}
 	setup := time.Since(start)
 
-	// The simulated agents.
-	var mu sync.Mutex
-	lastRenew := map[string]time.Time{}
-	stops := map[string]context.CancelFunc{}
-	for i, name := range names {
-		rctx, stop := context.WithCancel(ctx)
-		stops[name] = stop
-		go func() {
-			time.Sleep(time.Duration(i) * interval / time.Duration(count)) // spread the fleet over the interval
-			leases := kube.CoordinationV1().Leases("flotilla-es-" + name)
-			wait.UntilWithContext(rctx, func(ctx context.Context) {
-				l, err := leases.Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				l.Spec.RenewTime = &metav1.MicroTime{Time: now}
-				if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
-					mu.Lock()
-					lastRenew[name] = now
-					mu.Unlock()
-				}
-			}, interval)
-		}()
-	}
-	parallel(names, 20, func(name string) {
-		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
-				Status: metav1.ConditionTrue, Reason: clusterv1alpha1.ClusterReasonReady, Message: "simulated"})
-			_, err = flotilla.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
-			return err == nil, nil
-		})
-	})
-	time.Sleep(interval + 5*time.Second) // settle: every Lease renewed once, taints and guard quiet
+	time.Sleep(2*interval + 5*time.Second) // settle: every Lease renewed, every cluster Ready, taints and guard quiet
 
 	before, err := scrape(hubMetrics)
 	if err != nil {

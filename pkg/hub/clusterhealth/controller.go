@@ -146,16 +146,29 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	now := c.opts.Clock.Now()
-	var renew time.Time
-	if lease, err := c.leases.Leases("flotilla-es-" + name).Get(name); err == nil && lease.Spec.RenewTime != nil {
+	var renew, leaseCreated time.Time
+	lease, err := c.leases.Leases("flotilla-es-" + name).Get(name)
+	if err != nil {
+		// No Lease yet (the cluster controller is making it): an agent
+		// cannot renew what does not exist, so the startup grace has not
+		// begun. The Lease's creation brings the cluster back.
+		return nil
+	}
+	leaseCreated = lease.CreationTimestamp.Time
+	if lease.Spec.RenewTime != nil {
 		renew = lease.Spec.RenewTime.Time
 	}
 	c.mu.Lock()
 	obs, ok := c.seen[name]
 	if !ok {
 		// First sight (a new cluster, or a hub that just started): the
-		// Lease gets a full grace period from now.
-		obs = &observation{renew: renew, observedAt: now, reported: !renew.IsZero()}
+		// Lease gets a full grace period from now — or, for a Lease made
+		// moments ago that was never renewed, from its creation.
+		since := now
+		if renew.IsZero() && leaseCreated.After(now.Add(-c.opts.StartupGracePeriod)) && leaseCreated.Before(now) {
+			since = leaseCreated
+		}
+		obs = &observation{renew: renew, observedAt: since, reported: !renew.IsZero()}
 		c.seen[name] = obs
 	} else if !renew.Equal(obs.renew) {
 		obs.renew, obs.observedAt, obs.reported = renew, now, obs.reported || !renew.IsZero()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,6 +60,9 @@ type Controller struct {
 	synced   cache.InformerSynced
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// ensured holds the UIDs of Clusters whose objects this hub process has
+	// already made, so a resync costs no requests.
+	ensured sync.Map
 }
 
 // NewController returns a Controller fed by a Cluster informer.
@@ -79,9 +83,9 @@ func NewController(kube kubernetes.Interface, flotilla flotillaclient.Interface,
 		AddFunc: enqueue,
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*clusterv1alpha1.Cluster), cur.(*clusterv1alpha1.Cluster)
-			// Status updates (every agent report) are not this controller's business.
-			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
-				!slices.Equal(o.Finalizers, n.Finalizers) {
+			// Status and spec changes (agent reports, taints) are not this
+			// controller's business: only deletion and finalizers are.
+			if !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) || !slices.Equal(o.Finalizers, n.Finalizers) {
 				enqueue(cur)
 			}
 		},
@@ -138,7 +142,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		_, err := c.flotilla.ClusterV1alpha1().Clusters().Update(ctx, updated, metav1.UpdateOptions{})
 		return err
 	}
-	return c.ensure(ctx, cluster)
+	if _, done := c.ensured.Load(cluster.UID); done {
+		return nil
+	}
+	if err := c.ensure(ctx, cluster); err != nil {
+		return err
+	}
+	c.ensured.Store(cluster.UID, struct{}{})
+	return nil
 }
 
 // ensure creates what a Cluster needs on the hub; existing objects are kept
