@@ -3,6 +3,7 @@ package dnsprobe
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,7 +45,9 @@ func VerdictLeaseName(node string) string {
 		return name
 	}
 	sum := sha256.Sum256([]byte(node))
-	return name[:validation.DNS1123SubdomainMaxLength-17] + "-" + hex.EncodeToString(sum[:8])
+	// The cut must not end on a '.' or '-' that the hash's '-' would follow.
+	prefix := strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-17], ".-")
+	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
 // Verdict is one node's published DNS verdict.

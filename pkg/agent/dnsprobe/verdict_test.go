@@ -96,6 +96,11 @@ func TestVerdictLeaseName(t *testing.T) {
 	if again := VerdictLeaseName(long); again != got {
 		t.Fatalf("not deterministic: %q then %q", got, again)
 	}
+	// A cut that would end on a '.' must not leave ".-" in the name.
+	dotted := strings.Repeat("a", 222) + "." + strings.Repeat("b", 30)
+	if errs := validation.IsDNS1123Subdomain(VerdictLeaseName(dotted)); len(errs) > 0 {
+		t.Fatalf("%q is no DNS subdomain: %v", VerdictLeaseName(dotted), errs)
+	}
 	// Two long names with the same prefix must not share a Lease.
 	if other := VerdictLeaseName(long[:259] + "m"); other == got {
 		t.Fatalf("two nodes map to the same Lease %q", got)
