@@ -30,3 +30,16 @@ func NewRegistry(component string) *prometheus.Registry {
 	reg.MustRegister(buildInfo)
 	return reg
 }
+
+// SetOneHot sets vec to 1 for the series whose last label is current and to
+// 0 for the other states, the usual way to export an enum-like state. labels
+// are the series' other label values, in order.
+func SetOneHot(vec *prometheus.GaugeVec, current string, states []string, labels ...string) {
+	for _, s := range states {
+		v := 0.0
+		if s == current {
+			v = 1
+		}
+		vec.WithLabelValues(append(append([]string(nil), labels...), s)...).Set(v)
+	}
+}

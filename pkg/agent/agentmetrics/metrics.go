@@ -110,11 +110,5 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // SetCondition records the damped status of condition.
 func (m *Metrics) SetCondition(condition, status string) {
-	for _, s := range []string{"True", "False", "Unknown"} {
-		v := 0.0
-		if s == status {
-			v = 1
-		}
-		m.Condition.WithLabelValues(condition, s).Set(v)
-	}
+	metrics.SetOneHot(m.Condition, status, []string{"True", "False", "Unknown"}, condition)
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -28,7 +27,10 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
 )
 
 // Options configure the Controller.
@@ -98,7 +100,7 @@ func (c *Controller) enqueueCluster(obj any) {
 }
 
 func (c *Controller) enqueueLease(obj any) {
-	if l, ok := obj.(*coordinationv1.Lease); ok && l.Namespace == "flotilla-es-"+l.Name {
+	if l, ok := obj.(*coordinationv1.Lease); ok && l.Namespace == clusterlifecycle.Namespace(l.Name) {
 		c.queue.Add(l.Name)
 	}
 }
@@ -110,28 +112,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync("cluster-health", ctx.Done(), c.synced...) {
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for c.next(ctx) {
-			}
-		}, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Cluster health sync failed; retrying", "cluster", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	queueworker.Run(ctx, "cluster-health", c.queue, workers, c.sync)
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {
@@ -147,7 +128,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	now := c.opts.Clock.Now()
 	var renew, leaseCreated time.Time
-	lease, err := c.leases.Leases("flotilla-es-" + name).Get(name)
+	lease, err := c.leases.Leases(clusterlifecycle.Namespace(name)).Get(name)
 	if err != nil {
 		// No Lease yet (the cluster controller is making it): an agent
 		// cannot renew what does not exist, so the startup grace has not
@@ -224,11 +205,5 @@ func (c *Controller) recordReady(name string, ready *metav1.Condition) {
 	if ready != nil {
 		status = string(ready.Status)
 	}
-	for _, s := range []string{"True", "False", "Unknown"} {
-		v := 0.0
-		if s == status {
-			v = 1
-		}
-		m.ClusterReady.WithLabelValues(name, s).Set(v)
-	}
+	metrics.SetOneHot(m.ClusterReady, status, []string{"True", "False", "Unknown"}, name)
 }

@@ -27,7 +27,9 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
 )
 
 // Event reasons.
@@ -104,13 +106,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	c.updateGuard(ctx)
 	go wait.UntilWithContext(ctx, c.updateGuard, c.opts.GuardPeriod)
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for c.next(ctx) {
-			}
-		}, time.Second)
-	}
-	<-ctx.Done()
+	queueworker.Run(ctx, "cluster-taint", c.queue, workers, c.sync)
 }
 
 // updateGuard recomputes the fleet guard; a change of mode re-evaluates
@@ -122,13 +118,7 @@ func (c *Controller) updateGuard(ctx context.Context) {
 	}
 	state, changed := c.guard.Update(list)
 	if m := c.opts.Metrics; m != nil {
-		for _, s := range []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption} {
-			v := 0.0
-			if s == state.Mode {
-				v = 1
-			}
-			m.FleetGuardState.WithLabelValues(s).Set(v)
-		}
+		metrics.SetOneHot(m.FleetGuardState, state.Mode, []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption})
 		m.UnhealthyClusters.WithLabelValues("").Set(float64(state.NotReady))
 	}
 	if !changed {
@@ -152,21 +142,6 @@ func (c *Controller) updateGuard(ctx context.Context) {
 		}
 	}
 	c.enqueueAll()
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Cluster taint sync failed; retrying", "cluster", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {
