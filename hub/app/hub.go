@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -142,13 +144,15 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	registry := metrics.NewRegistry("hub")
+	metrics.RegisterRESTClientMetrics(registry)
+	clients := &clientBuilder{cfg: cfg, requests: metrics.NewAPIRequestCounter(registry)}
+	// Each controller gets a client of its own (metrics.ClientConfig). The
+	// first one proves the configuration; the rest cannot fail after it.
+	kube, err := kubernetes.NewForConfig(metrics.ClientConfig(cfg, "hub", clients.requests))
 	if err != nil {
 		return err
 	}
-
-	registry := metrics.NewRegistry("hub")
-	metrics.RegisterRESTClientMetrics(registry)
 	hubMetrics := hubmetrics.New(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
@@ -159,26 +163,22 @@ func Run(ctx context.Context, opts *Options) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- health.Run(ctx) }()
 
-	flotilla, err := flotillaclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
-		factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
+		factory := flotillainformers.NewSharedInformerFactory(clients.flotilla("informers"), 0)
 		broadcaster := record.NewBroadcaster()
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube("events").CoreV1().Events("")})
 		defer broadcaster.Shutdown()
 		recorder := broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"})
-		kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+		kubeFactory := informers.NewSharedInformerFactory(clients.kube("informers"), 0)
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
-		lifecycle := clusterlifecycle.NewController(kube, flotilla, clusters, recorder)
-		health := clusterhealth.NewController(flotilla, clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
+		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, recorder)
+		health := clusterhealth.NewController(clients.flotilla("cluster-health"), clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
 			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
 			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
 		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate)
-		taints := clustertaint.NewController(flotilla, clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
+		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
 		factory.Start(ctx.Done())
@@ -195,7 +195,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 	if !opts.LeaderElection.LeaderElect {
 		runControllers(ctx)
-	} else if err := runLeaderElected(ctx, kube, opts.LeaderElection, runControllers); err != nil {
+	} else if err := runLeaderElectedWith(ctx, clients, opts.LeaderElection, runControllers); err != nil {
 		cancel()
 		return err
 	}
@@ -247,4 +247,24 @@ func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil
 	default:
 		return nil
 	}
+}
+
+// clientBuilder makes the hub's clients, one per controller.
+type clientBuilder struct {
+	cfg      *rest.Config
+	requests *prometheus.CounterVec
+}
+
+func (b *clientBuilder) kube(name string) kubernetes.Interface {
+	return kubernetes.NewForConfigOrDie(metrics.ClientConfig(b.cfg, name, b.requests))
+}
+
+func (b *clientBuilder) flotilla(name string) flotillaclient.Interface {
+	return flotillaclient.NewForConfigOrDie(metrics.ClientConfig(b.cfg, name, b.requests))
+}
+
+// runLeaderElectedWith runs the election on a client of its own, so that
+// controllers' requests can never delay a renewal.
+func runLeaderElectedWith(ctx context.Context, clients *clientBuilder, le cmdutil.LeaderElectionOptions, fn func(context.Context)) error {
+	return runLeaderElected(ctx, clients.kube("leader-election"), le, fn)
 }

@@ -140,6 +140,11 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 	secs := time.Since(t0).Seconds()
 	cpu := (after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / secs * 100
 	writes := (after["writes"] - before["writes"]) / secs
+	for k, v := range after {
+		if strings.HasPrefix(k, "writes by ") && v > before[k] {
+			fmt.Printf("steady-state %s: %.2f/s\n", k, (v-before[k])/secs)
+		}
+	}
 
 	// Stop a share of the Leases and time expiry → Unknown.
 	stopCount := int(float64(count) * stopShare)
@@ -229,7 +234,7 @@ func parallel(names []string, workers int, f func(string)) {
 }
 
 // scrape reads the hub's CPU, memory and write requests (non-GET rest client
-// requests) from its /metrics.
+// requests, in total and by the hub's client) from its /metrics.
 func scrape(addr string) (map[string]float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -254,6 +259,11 @@ func scrape(addr string) (map[string]float64, error) {
 			out[fields[0]] = v
 		case strings.HasPrefix(line, "rest_client_requests_total{") && !strings.Contains(line, `method="GET"`):
 			out["writes"] += v
+		case strings.HasPrefix(line, "flotilla_api_requests_total{") && !strings.Contains(line, `method="GET"`):
+			if _, rest, ok := strings.Cut(line, `client="`); ok {
+				client, _, _ := strings.Cut(rest, `"`)
+				out["writes by "+client] += v
+			}
 		}
 	}
 	return out, sc.Err()

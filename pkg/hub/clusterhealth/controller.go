@@ -152,7 +152,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		obs = &observation{renew: renew, observedAt: since, reported: !renew.IsZero()}
 		c.seen[name] = obs
 	} else if !renew.Equal(obs.renew) {
-		obs.renew, obs.observedAt, obs.reported = renew, now, obs.reported || !renew.IsZero()
+		obs.renew, obs.observedAt, obs.reported = renew, renewObservedAt(renew, now), obs.reported || !renew.IsZero()
 	}
 	grace := c.opts.GracePeriod
 	if !obs.reported {
@@ -194,6 +194,27 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.opts.Recorder.Event(cluster, "Warning", clusterv1alpha1.ClusterReasonStatusUnknown, msg)
 	}
 	return nil
+}
+
+// renewTrustWindow is how far before the hub's clock a Lease's renewTime is
+// taken as the time of the renewal. A watch event can reach a busy hub a
+// second or two after the write; counting from its arrival would make every
+// detection that much late. Trusting the agent's clock further than this
+// would let a skewed clock shorten the grace period.
+const renewTrustWindow = 3 * time.Second
+
+// renewObservedAt is when a renewal seen at now counts as having happened:
+// its renewTime when that lies within renewTrustWindow before now, clamped
+// to that window otherwise (a clock behind or ahead of the hub's).
+func renewObservedAt(renew, now time.Time) time.Time {
+	switch {
+	case renew.After(now):
+		return now
+	case renew.Before(now.Add(-renewTrustWindow)):
+		return now.Add(-renewTrustWindow)
+	default:
+		return renew
+	}
 }
 
 func (c *Controller) recordReady(name string, ready *metav1.Condition) {
