@@ -73,7 +73,7 @@ func NewOptions() *Options {
 		FailoverEvictionTimeout:   5 * time.Minute,
 		UnhealthyClusterThreshold: 0.55,
 		ResourceEvictionRate:      0.5,
-		SecondaryEvictionRate:     0.1,
+		SecondaryEvictionRate:     0.01,
 	}
 }
 
