@@ -29,10 +29,13 @@ import (
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/hub/binding"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
+	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -55,6 +58,10 @@ type Options struct {
 	UnhealthyClusterThreshold float64
 	ResourceEvictionRate      float64
 	SecondaryEvictionRate     float64
+
+	ConcurrentResourceTemplateSyncs int
+	ConcurrentResourceBindingSyncs  int
+	EvictionHistoryTTL              time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -74,6 +81,10 @@ func NewOptions() *Options {
 		UnhealthyClusterThreshold: 0.55,
 		ResourceEvictionRate:      0.5,
 		SecondaryEvictionRate:     0.01,
+
+		ConcurrentResourceTemplateSyncs: 5,
+		ConcurrentResourceBindingSyncs:  5,
+		EvictionHistoryTTL:              10 * time.Minute,
 	}
 }
 
@@ -93,6 +104,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold, "Share of not-Ready clusters (with more than 2 clusters) at which evictions slow to the secondary rate.")
 	fs.Float64Var(&o.ResourceEvictionRate, "resource-eviction-rate", o.ResourceEvictionRate, "Evictions per second in a healthy fleet.")
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Evictions per second while the fleet guard sees a partial disruption.")
+	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
+	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel.")
+	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
 }
 
 // Validate reports every invalid flag at once.
@@ -102,6 +116,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 {
 		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period and the grace periods must be positive")
+	}
+	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.EvictionHistoryTTL < 0 {
+		return fmt.Errorf("--concurrent-resource-template-syncs and --concurrent-resourcebinding-syncs must be positive, --eviction-history-ttl not negative")
 	}
 	if o.FailoverEvictionTimeout < 0 {
 		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
@@ -181,14 +198,28 @@ func Run(ctx context.Context, opts *Options) error {
 		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
+		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder)
+		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
+			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
+		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
-		for _, run := range []func(context.Context, int){lifecycle.Run, health.Run, taints.Run} {
+		for _, ctl := range []struct {
+			run     func(context.Context, int)
+			workers int
+		}{
+			{lifecycle.Run, opts.ConcurrentClusterSyncs}, {health.Run, opts.ConcurrentClusterSyncs}, {taints.Run, opts.ConcurrentClusterSyncs},
+			{detectorCtl.Run, opts.ConcurrentResourceTemplateSyncs},
+			// One scheduling decision at a time, as Karmada's scheduler: each is
+			// fast, and decisions never race on the same cluster.
+			{schedulerCtl.Run, 1},
+			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
+		} {
 			wg.Add(1)
-			go func() { defer wg.Done(); run(ctx, opts.ConcurrentClusterSyncs) }()
+			go func() { defer wg.Done(); ctl.run(ctx, ctl.workers) }()
 		}
 		wg.Wait()
 	}

@@ -24,6 +24,16 @@ type Metrics struct {
 	FleetGuardState *prometheus.GaugeVec
 	// UnhealthyClusters is the number of not-Ready clusters per region ("" = all).
 	UnhealthyClusters *prometheus.GaugeVec
+
+	// ScheduleAttempts counts scheduling decisions by result (scheduled,
+	// unschedulable, error) and schedule type (why it ran).
+	ScheduleAttempts *prometheus.CounterVec
+	// ScheduleLatency is the time one scheduling decision takes.
+	ScheduleLatency *prometheus.HistogramVec
+	// WorkOperations counts Works created, updated and deleted.
+	WorkOperations *prometheus.CounterVec
+	// BindingSyncLatency is the time one binding sync takes, by result.
+	BindingSyncLatency *prometheus.HistogramVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -42,7 +52,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "fleet_guard_state", Help: "1 for the fleet guard's current state (Normal, PartialDisruption, FullDisruption)."}, []string{"state"}),
 		UnhealthyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "unhealthy_clusters", Help: "Clusters that are not Ready, per region (region=\"\" is the whole fleet)."}, []string{"region"}),
+		ScheduleAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
+			Name: "schedule_attempts_total", Help: "Scheduling decisions by result and schedule type."}, []string{"result", "schedule_type"}),
+		ScheduleLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
+			Name: "scheduling_algorithm_duration_seconds", Help: "Time one scheduling decision takes, by schedule type.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"schedule_type"}),
+		WorkOperations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "binding",
+			Name: "work_operations_total", Help: "Works created, updated and deleted by the binding controller."}, []string{"operation"}),
+		BindingSyncLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "binding",
+			Name: "sync_duration_seconds", Help: "Time one binding sync takes, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"result"}),
 	}
+	reg.MustRegister(m.ScheduleAttempts, m.ScheduleLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
 	return m
 }

@@ -1,0 +1,303 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flotilla-io/flotilla/hub/app"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+	"github.com/flotilla-io/flotilla/pkg/util/overrides"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+const nginxManifest = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","labels":{"app":"nginx"}},
+"spec":{"replicas":3,"selector":{"matchLabels":{"app":"nginx"}},"template":{"metadata":{"labels":{"app":"nginx"}},
+"spec":{"containers":[{"name":"nginx","image":"nginx:1.27","resources":{"requests":{"cpu":"100m"}}}]}}}}`
+
+// The propagation path against a real apiserver, with the whole hub running:
+// template + policy → binding → scheduled Works with the right replicas and
+// overrides → Work status (written here as the agent would) summed into the
+// binding and the template; a policy change reschedules; deleting the
+// template removes the binding and its Works.
+func TestPropagation(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	opts := app.NewOptions()
+	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
+	opts.LeaderElection.LeaderElect = false
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, opts) }()
+	defer func() { cancel(); <-done }()
+
+	for _, name := range []string{"member1", "member2", "member3"} {
+		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "prod"}}}
+		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := "default"
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No policy yet: a condition says so, and nothing is bound.
+	waitUntil(t, "template reports no matching policy", func() (bool, error) {
+		got, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, workobjects.TemplateConditionPropagated)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NoMatchingPolicy", nil
+	})
+
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-propagation", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			Placement: policyv1alpha1.Placement{
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+					ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+					WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
+						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}, Weight: 1},
+						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}}, Weight: 2},
+					}},
+				},
+			},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	override := &policyv1alpha1.OverridePolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-image", Namespace: ns},
+		Spec: policyv1alpha1.OverrideSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			OverrideRules: []policyv1alpha1.RuleWithCluster{{
+				TargetCluster: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}},
+				Overriders: policyv1alpha1.Overriders{ImageOverrider: []policyv1alpha1.ImageOverrider{
+					{Component: policyv1alpha1.Registry, Operator: policyv1alpha1.OverriderOpAdd, Value: "registry.example.com"}}},
+			}},
+		}}
+	if _, err := fc.PolicyV1alpha1().OverridePolicies(ns).Create(ctx, override, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	binding := "nginx-deployment"
+	waitReplicas(t, fc, ns, binding, map[string]int32{"member1": 1, "member2": 2})
+	rb, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Spec.Replicas != 3 || rb.Spec.ReplicaRequirements == nil || rb.Spec.ReplicaRequirements.ResourceRequest.Cpu().MilliValue() != 100 {
+		t.Errorf("binding replicas %d, requirements %+v; want 3 replicas of 100m CPU", rb.Spec.Replicas, rb.Spec.ReplicaRequirements)
+	}
+	if ref := metav1.GetControllerOf(rb); ref == nil || ref.Kind != "ResourceTemplate" || ref.Name != "nginx" {
+		t.Errorf("binding owner = %+v, want the template", ref)
+	}
+	if rb.Labels[workobjects.LabelPropagationPolicyName] != "nginx-propagation" {
+		t.Errorf("binding labels %v lack the policy", rb.Labels)
+	}
+
+	// The Works carry each cluster's share and member2's image override.
+	work1 := waitWork(t, fc, "member1", ns, binding, func(obj *unstructured.Unstructured) bool { return replicasOf(obj) == 1 })
+	work2 := waitWork(t, fc, "member2", ns, binding, func(obj *unstructured.Unstructured) bool { return replicasOf(obj) == 2 })
+	if img := imageOf(manifestOf(t, work1)); img != "nginx:1.27" {
+		t.Errorf("member1 image = %q, want nginx:1.27 (no override there)", img)
+	}
+	if img := imageOf(manifestOf(t, work2)); img != "registry.example.com/nginx:1.27" {
+		t.Errorf("member2 image = %q, want the registry override", img)
+	}
+	if a := work2.Annotations[overrides.AnnotationAppliedOverrides]; !strings.Contains(a, "nginx-image") {
+		t.Errorf("member2 Work's applied-overrides annotation = %q, want the policy named", a)
+	}
+	if !slices.Contains(work1.Finalizers, workv1alpha1.ExecutionFinalizer) {
+		t.Errorf("Work finalizers = %v, want %s", work1.Finalizers, workv1alpha1.ExecutionFinalizer)
+	}
+
+	// The agents report; the binding and the template sum it up: 3/3.
+	reportApplied(t, fc, work1, 1)
+	reportApplied(t, fc, work2, 2)
+	waitUntil(t, "template shows 3/3 available and FullyApplied", func() (bool, error) {
+		got, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil || got.Status.WorkloadStatus == nil {
+			return false, err
+		}
+		var st map[string]any
+		if err := json.Unmarshal(got.Status.WorkloadStatus.Raw, &st); err != nil {
+			return false, err
+		}
+		return fmt.Sprint(st["availableReplicas"]) == "3" && fmt.Sprint(st["readyReplicas"]) == "3" &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, workv1alpha1.BindingConditionFullyApplied) &&
+			len(got.Status.Clusters) == 2, nil
+	})
+
+	// A policy change reschedules: weights 2:1.
+	waitUntil(t, "policy updated", func() (bool, error) {
+		p, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Get(ctx, policy.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		p.Spec.Placement.ReplicaScheduling.WeightPreference.StaticWeightList[0].Weight = 2
+		p.Spec.Placement.ReplicaScheduling.WeightPreference.StaticWeightList[1].Weight = 1
+		_, err = fc.PolicyV1alpha1().PropagationPolicies(ns).Update(ctx, p, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	waitReplicas(t, fc, ns, binding, map[string]int32{"member1": 2, "member2": 1})
+	waitWork(t, fc, "member1", ns, binding, func(obj *unstructured.Unstructured) bool { return replicasOf(obj) == 2 })
+
+	// A placement no cluster satisfies is a condition, and what runs stays.
+	waitUntil(t, "policy points at a cluster that does not exist", func() (bool, error) {
+		p, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Get(ctx, policy.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		p.Spec.Placement.ClusterAffinity.ClusterNames = []string{"nowhere"}
+		_, err = fc.PolicyV1alpha1().PropagationPolicies(ns).Update(ctx, p, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	waitUntil(t, "binding Scheduled=False with a reason", func() (bool, error) {
+		got, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, workv1alpha1.BindingConditionScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "0/3 clusters are available"), nil
+	})
+	waitReplicas(t, fc, ns, binding, map[string]int32{"member1": 2, "member2": 1})
+
+	// Deleting the template removes the binding and the Works (the test
+	// plays the agent and releases each Work's finalizer).
+	if err := fc.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "nginx", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "binding and Works gone", func() (bool, error) {
+		_, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		for _, cluster := range []string{"member1", "member2"} {
+			works, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, w := range works.Items {
+				if w.DeletionTimestamp == nil {
+					return false, nil
+				}
+				w.Finalizers = nil
+				_, _ = fc.WorkV1alpha1().Works(w.Namespace).Update(ctx, &w, metav1.UpdateOptions{})
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 45*time.Second, true,
+		func(context.Context) (bool, error) { return cond() })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func waitReplicas(t *testing.T, fc flotillaclient.Interface, ns, name string, want map[string]int32) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("binding %s scheduled as %v", name, want), func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if len(rb.Spec.Clusters) != len(want) {
+			return false, nil
+		}
+		for _, c := range rb.Spec.Clusters {
+			if want[c.Name] != c.Replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func waitWork(t *testing.T, fc flotillaclient.Interface, cluster, ns, binding string, ok func(*unstructured.Unstructured) bool) *workv1alpha1.Work {
+	t.Helper()
+	var work *workv1alpha1.Work
+	waitUntil(t, "Work for "+cluster, func() (bool, error) {
+		w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(context.Background(), workobjects.WorkName(ns, binding), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		work = w
+		return ok(manifestOf(t, w)), nil
+	})
+	return work
+}
+
+func manifestOf(t *testing.T, w *workv1alpha1.Work) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(w.Spec.Workload.Manifests[0].Raw); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func replicasOf(obj *unstructured.Unstructured) int64 {
+	n, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+	return n
+}
+
+func imageOf(obj *unstructured.Unstructured) string {
+	containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return ""
+	}
+	img, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+	return img
+}
+
+// reportApplied writes the status an agent writes after applying the Work.
+func reportApplied(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Work, replicas int) {
+	t.Helper()
+	waitUntil(t, "Work status written", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().Works(w.Namespace).Get(context.Background(), w.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		status := fmt.Sprintf(`{"replicas":%d,"readyReplicas":%d,"availableReplicas":%d,"updatedReplicas":%d}`, replicas, replicas, replicas, replicas)
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "applied", ObservedGeneration: cur.Generation})
+		cur.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+			Identifier: workv1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "default", Name: "nginx"},
+			Status:     &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy}}
+		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}

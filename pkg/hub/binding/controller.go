@@ -1,0 +1,594 @@
+// Package binding renders a binding into one Work per target cluster —
+// replicas revised to the cluster's share, override policies applied — in
+// the cluster's namespace on the hub, where that cluster's agent pulls it;
+// deletes the Works of clusters no longer targeted (but never the Work of a
+// cluster that still has a graceful-eviction task); and sums the Works'
+// status into the binding's status.
+package binding
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/util/overrides"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+// Event and condition reasons.
+const (
+	EventSyncWorkSucceed        = "SyncWorkSucceed"
+	EventSyncWorkFailed         = "SyncWorkFailed"
+	EventApplyOverrideFailed    = "ApplyOverridePolicyFailed"
+	ReasonFullyApplied          = "FullyApplied"
+	ReasonNotFullyApplied       = "NotFullyApplied"
+	ReasonNoClusterScheduled    = "NoClusterScheduled"
+	ReasonOverridePolicyInvalid = "OverridePolicyFailed"
+)
+
+const workIndex = "byBindingUID"
+
+// Options tune the controller.
+type Options struct {
+	Clock    clock.Clock
+	Metrics  *hubmetrics.Metrics
+	Recorder record.EventRecorder
+}
+
+// Controller is the binding controller.
+type Controller struct {
+	opts             Options
+	client           flotillaclient.Interface
+	bindings         *workobjects.Bindings
+	templates        *workobjects.Templates
+	works            cache.Indexer
+	clusters         clusterlisters.ClusterLister
+	overrides        policylisters.OverridePolicyLister
+	clusterOverrides policylisters.ClusterOverridePolicyLister
+	bindingIndexers  []cache.Indexer
+	synced           []cache.InformerSynced
+	queue            workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController wires the binding controller to factory's informers.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	work, policy := factory.Work().V1alpha1(), factory.Policy().V1alpha1()
+	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	rt, crt := work.ResourceTemplates(), work.ClusterResourceTemplates()
+	works, clusters := work.Works(), factory.Cluster().V1alpha1().Clusters()
+	op, cop := policy.OverridePolicies(), policy.ClusterOverridePolicies()
+	workobjects.AddOwnerTemplateIndex(rb.Informer(), crb.Informer())
+	utilruntime.Must(works.Informer().AddIndexers(cache.Indexers{workIndex: func(obj any) ([]string, error) {
+		if uid := obj.(metav1.Object).GetLabels()[workobjects.LabelBindingUID]; uid != "" {
+			return []string{uid}, nil
+		}
+		return nil, nil
+	}}))
+	c := &Controller{opts: opts, client: client,
+		bindings:         &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		templates:        &workobjects.Templates{Client: client, Namespaced: rt.Lister(), ClusterScoped: crt.Lister()},
+		works:            works.Informer().GetIndexer(),
+		clusters:         clusters.Lister(),
+		overrides:        op.Lister(),
+		clusterOverrides: cop.Lister(),
+		bindingIndexers:  []cache.Indexer{rb.Informer().GetIndexer(), crb.Informer().GetIndexer()},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binding"}),
+	}
+	c.synced = []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, rt.Informer().HasSynced,
+		crt.Informer().HasSynced, works.Informer().HasSynced, clusters.Informer().HasSynced, op.Informer().HasSynced, cop.Informer().HasSynced}
+
+	enqueue := workobjects.EnqueueKey(c.queue.Add)
+	all := handler(enqueue)
+	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+		_, _ = inf.AddEventHandler(all)
+	}
+	_, _ = works.Informer().AddEventHandler(handler(c.enqueueWorkBinding))
+	templateChanged := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		c.enqueueOwned(workobjects.Key(obj.(metav1.Object)))
+	}
+	for _, inf := range []cache.SharedIndexInformer{rt.Informer(), crt.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: templateChanged, DeleteFunc: templateChanged,
+			UpdateFunc: func(o, n any) {
+				if o.(metav1.Object).GetGeneration() != n.(metav1.Object).GetGeneration() {
+					templateChanged(n)
+				}
+			}})
+	}
+	policyChanged := handler(func(any) { c.enqueueAll() })
+	for _, inf := range []cache.SharedIndexInformer{op.Informer(), cop.Informer()} {
+		_, _ = inf.AddEventHandler(policyChanged)
+	}
+	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(o, n any) {
+			// Override rules select clusters by name, labels and fields.
+			oc, nc := o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster)
+			if !apiequality.Semantic.DeepEqual(oc.Labels, nc.Labels) || oc.Spec.Provider != nc.Spec.Provider ||
+				oc.Spec.Region != nc.Spec.Region || !slices.Equal(oc.Spec.Zones, nc.Spec.Zones) {
+				c.enqueueAll()
+			}
+		}})
+	return c
+}
+
+func handler(f func(any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{AddFunc: f, UpdateFunc: func(_, n any) { f(n) }, DeleteFunc: f}
+}
+
+func (c *Controller) enqueueWorkBinding(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	w, ok := obj.(*workv1alpha1.Work)
+	if !ok || w.Labels[workobjects.LabelBindingUID] == "" {
+		return
+	}
+	ns, name := w.Annotations[workobjects.AnnotationBindingNamespace], w.Annotations[workobjects.AnnotationBindingName]
+	if ns == "" {
+		c.queue.Add(name)
+	} else {
+		c.queue.Add(ns + "/" + name)
+	}
+}
+
+func (c *Controller) enqueueOwned(templateKey string) {
+	for _, indexer := range c.bindingIndexers {
+		objs, _ := indexer.ByIndex(workobjects.OwnerTemplateIndex, templateKey)
+		for _, o := range objs {
+			c.queue.Add(workobjects.Key(o.(metav1.Object)))
+		}
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	for _, indexer := range c.bindingIndexers {
+		for _, o := range indexer.List() {
+			c.queue.Add(workobjects.Key(o.(metav1.Object)))
+		}
+	}
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("binding", ctx.Done(), c.synced...) {
+		return
+	}
+	queueworker.Run(ctx, "binding", c.queue, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (err error) {
+	start := time.Now()
+	defer func() {
+		if m := c.opts.Metrics; m != nil {
+			result := "success"
+			if err != nil {
+				result = "error"
+			}
+			m.BindingSyncLatency.WithLabelValues(result).Observe(time.Since(start).Seconds())
+		}
+	}()
+	binding, err := c.bindings.Get(key)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if binding.DeletionTimestamp != nil {
+		return c.finalize(ctx, binding)
+	}
+	ref := metav1.GetControllerOf(binding)
+	if ref == nil {
+		return nil
+	}
+	templateKey := ref.Name
+	if binding.Namespace != "" {
+		templateKey = binding.Namespace + "/" + ref.Name
+	}
+	tmpl, err := c.templates.Get(templateKey)
+	if apierrors.IsNotFound(err) {
+		return nil // the detector deletes the binding
+	}
+	if err != nil {
+		return err
+	}
+	obj, err := workobjects.Object(tmpl)
+	if err != nil {
+		return nil // the detector reports it on the template
+	}
+	overrideErrs, err := c.syncWorks(ctx, binding, obj)
+	if err != nil {
+		c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
+		return err
+	}
+	if err := c.deleteUntargetedWorks(ctx, binding); err != nil {
+		return err
+	}
+	return c.updateStatus(ctx, binding, overrideErrs)
+}
+
+// finalize deletes a deleted binding's Works, then lets it go. The Works'
+// own finalizer holds each of them until its agent has removed the member
+// objects; an unreachable cluster's Work waits for its agent without
+// holding the binding.
+func (c *Controller) finalize(ctx context.Context, binding *workv1alpha1.ResourceBinding) error {
+	works, err := c.worksOf(binding)
+	if err != nil {
+		return err
+	}
+	for _, w := range works {
+		if err := c.deleteWork(ctx, w); err != nil {
+			return err
+		}
+	}
+	if !slices.Contains(binding.Finalizers, workobjects.BindingFinalizer) {
+		return nil
+	}
+	updated := binding.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == workobjects.BindingFinalizer })
+	_, err = c.bindings.Update(ctx, updated)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *Controller) worksOf(binding *workv1alpha1.ResourceBinding) ([]*workv1alpha1.Work, error) {
+	objs, err := c.works.ByIndex(workIndex, string(binding.UID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*workv1alpha1.Work, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*workv1alpha1.Work))
+	}
+	return out, nil
+}
+
+func (c *Controller) deleteWork(ctx context.Context, w *workv1alpha1.Work) error {
+	if w.DeletionTimestamp != nil {
+		return nil
+	}
+	err := c.client.WorkV1alpha1().Works(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &w.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err == nil {
+		c.count("delete")
+		klog.FromContext(ctx).Info("Deleted Work", "work", w.Namespace+"/"+w.Name)
+	}
+	return err
+}
+
+func (c *Controller) count(op string) {
+	if m := c.opts.Metrics; m != nil {
+		m.WorkOperations.WithLabelValues(op).Inc()
+	}
+}
+
+// syncWorks creates or updates the Work of every target cluster. An
+// override that cannot be applied leaves that cluster's Work as it was
+// and is reported per cluster (it is the user's to fix, not a retry).
+func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]string, error) {
+	overrideErrs := map[string]string{}
+	clusterPolicies, policies, err := c.overridePolicies(binding.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for _, target := range binding.Spec.Clusters {
+		cluster, err := c.clusters.Get(target.Name)
+		if apierrors.IsNotFound(err) {
+			continue // the scheduler moves the binding off a deleted cluster
+		}
+		if err != nil {
+			return nil, err
+		}
+		want, err := c.render(binding, obj, cluster, target, clusterPolicies, policies)
+		if err != nil {
+			overrideErrs[target.Name] = err.Error()
+			c.event(binding, "Warning", EventApplyOverrideFailed, fmt.Sprintf("cluster %s: %v", target.Name, err))
+			continue
+		}
+		if err := c.ensureWork(ctx, want); err != nil {
+			return nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
+		}
+	}
+	return overrideErrs, nil
+}
+
+func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverridePolicy, []*policyv1alpha1.OverridePolicy, error) {
+	clusterPolicies, err := c.clusterOverrides.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	var policies []*policyv1alpha1.OverridePolicy
+	if ns != "" {
+		if policies, err = c.overrides.OverridePolicies(ns).List(labels.Everything()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return clusterPolicies, policies, nil
+}
+
+// render builds the Work of one cluster.
+func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured, cluster *clusterv1alpha1.Cluster,
+	target workv1alpha1.TargetCluster, clusterPolicies []*policyv1alpha1.ClusterOverridePolicy, policies []*policyv1alpha1.OverridePolicy) (*workv1alpha1.Work, error) {
+	manifest := obj.DeepCopy()
+	cleanManifest(manifest)
+	if binding.Spec.Replicas > 0 {
+		if err := resourceinterpreter.ReviseReplica(manifest, target.Replicas); err != nil {
+			return nil, err
+		}
+	}
+	applied, err := overrides.Apply(manifest, cluster, clusterPolicies, policies)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := manifest.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]string{
+		workobjects.AnnotationBindingNamespace: binding.Namespace,
+		workobjects.AnnotationBindingName:      binding.Name,
+		workobjects.AnnotationCluster:          cluster.Name,
+	}
+	if applied != nil {
+		b, err := json.Marshal(applied)
+		if err != nil {
+			return nil, err
+		}
+		annotations[overrides.AnnotationAppliedOverrides] = string(b)
+	}
+	return &workv1alpha1.Work{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: workobjects.WorkName(binding.Namespace, binding.Name), Namespace: clusterlifecycle.Namespace(cluster.Name),
+			Labels:      map[string]string{workobjects.LabelBindingUID: string(binding.UID)},
+			Annotations: annotations,
+			Finalizers:  []string{workv1alpha1.ExecutionFinalizer},
+		},
+		Spec: workv1alpha1.WorkSpec{
+			Workload:                    workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+			SuspendDispatching:          suspended(binding.Spec.Suspension, cluster.Name),
+			PreserveResourcesOnDeletion: binding.Spec.PreserveResourcesOnDeletion,
+			ConflictResolution:          binding.Spec.ConflictResolution,
+		},
+	}, nil
+}
+
+// cleanManifest drops what the hub's copy may carry but a member must not
+// receive: status and server-set metadata.
+func cleanManifest(obj *unstructured.Unstructured) {
+	unstructured.RemoveNestedField(obj.Object, "status")
+	for _, f := range []string{"resourceVersion", "uid", "generation", "creationTimestamp", "managedFields", "selfLink", "ownerReferences", "deletionTimestamp"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+}
+
+func suspended(s *policyv1alpha1.Suspension, cluster string) *bool {
+	if s == nil {
+		return nil
+	}
+	if s.Dispatching != nil && *s.Dispatching {
+		return s.Dispatching
+	}
+	if s.DispatchingOnClusters != nil && slices.Contains(s.DispatchingOnClusters.ClusterNames, cluster) {
+		t := true
+		return &t
+	}
+	return nil
+}
+
+// ensureWork creates want or brings the stored Work to it, changing only
+// what the hub owns (the agent owns the status and may add a finalizer).
+func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) error {
+	obj, exists, err := c.works.GetByKey(want.Namespace + "/" + want.Name)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil // the cache is behind; the Work's event brings us back
+			}
+			return err
+		}
+		c.count("create")
+		return nil
+	}
+	current := obj.(*workv1alpha1.Work)
+	if current.DeletionTimestamp != nil {
+		// Still being removed from its cluster (e.g. the cluster left the
+		// placement and came back); recreate it once it is gone.
+		return nil
+	}
+	updated := current.DeepCopy()
+	updated.Spec = want.Spec
+	for k, v := range want.Labels {
+		metav1.SetMetaDataLabel(&updated.ObjectMeta, k, v)
+	}
+	for k, v := range want.Annotations {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, k, v)
+	}
+	if _, ok := want.Annotations[overrides.AnnotationAppliedOverrides]; !ok {
+		delete(updated.Annotations, overrides.AnnotationAppliedOverrides)
+	}
+	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.ObjectMeta, current.ObjectMeta) {
+		return nil
+	}
+	if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.count("update")
+	return nil
+}
+
+// deleteUntargetedWorks deletes the Works of clusters the binding no longer
+// targets, keeping those of clusters with a graceful-eviction task: the old
+// copy serves until the new placement is healthy.
+func (c *Controller) deleteUntargetedWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding) error {
+	works, err := c.worksOf(binding)
+	if err != nil {
+		return err
+	}
+	for _, w := range works {
+		cluster := w.Annotations[workobjects.AnnotationCluster]
+		if targeted(binding, cluster) || evicting(binding, cluster) {
+			continue
+		}
+		if err := c.deleteWork(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func targeted(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	return slices.ContainsFunc(binding.Spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster })
+}
+
+func evicting(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	return slices.ContainsFunc(binding.Spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == cluster })
+}
+
+// updateStatus sums the target clusters' Works into the binding's status.
+func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]string) error {
+	now := metav1.NewTime(c.opts.Clock.Now())
+	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(binding.Spec.Clusters))
+	for _, target := range binding.Spec.Clusters {
+		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name])
+		if item.Health == workv1alpha1.ResourceUnhealthy {
+			item.UnhealthySince = &now
+			if prev := previousItem(binding, target.Name); prev != nil && prev.Health == workv1alpha1.ResourceUnhealthy && prev.UnhealthySince != nil {
+				item.UnhealthySince = prev.UnhealthySince
+			}
+		}
+		items = append(items, item)
+	}
+	updated := binding.DeepCopy()
+	updated.Status.AggregatedStatus = items
+	meta.SetStatusCondition(&updated.Status.Conditions, fullyApplied(binding, items))
+	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
+		return nil
+	}
+	return c.bindings.UpdateStatus(ctx, updated)
+}
+
+func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1alpha1.AggregatedStatusItem {
+	for i := range binding.Status.AggregatedStatus {
+		if binding.Status.AggregatedStatus[i].ClusterName == cluster {
+			return &binding.Status.AggregatedStatus[i]
+		}
+	}
+	return nil
+}
+
+// clusterStatus reads one cluster's Work. Its status counts for the current
+// binding generation only when the agent has applied the Work's current
+// generation: status from before a change says nothing about the new
+// placement.
+func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster, overrideErr string) workv1alpha1.AggregatedStatusItem {
+	item := workv1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: workv1alpha1.ResourceUnknown}
+	if overrideErr != "" {
+		item.AppliedMessage = "override policy failed: " + overrideErr
+		return item
+	}
+	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
+	if !exists {
+		item.AppliedMessage = "Work not created yet"
+		return item
+	}
+	w := obj.(*workv1alpha1.Work)
+	applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
+	switch {
+	case applied == nil:
+		item.AppliedMessage = "waiting for the cluster's agent to apply the Work"
+		return item
+	case applied.Status != metav1.ConditionTrue:
+		item.AppliedMessage = applied.Message
+		return item
+	}
+	item.Applied = true
+	if applied.ObservedGeneration == w.Generation {
+		item.ObservedGeneration = binding.Generation
+	}
+	if len(w.Status.ManifestStatuses) > 0 {
+		ms := w.Status.ManifestStatuses[0]
+		item.Status = ms.Status
+		if ms.Health != "" && item.ObservedGeneration == binding.Generation {
+			item.Health = ms.Health
+		}
+	}
+	return item
+}
+
+func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.AggregatedStatusItem) metav1.Condition {
+	cond := metav1.Condition{Type: workv1alpha1.BindingConditionFullyApplied, ObservedGeneration: binding.Generation}
+	if len(items) == 0 {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNoClusterScheduled, "the binding targets no cluster"
+		return cond
+	}
+	var pending []string
+	for _, it := range items {
+		if !it.Applied || it.ObservedGeneration != binding.Generation {
+			msg := it.AppliedMessage
+			if msg == "" {
+				msg = "the current Work is not applied yet"
+			}
+			pending = append(pending, it.ClusterName+": "+msg)
+		}
+	}
+	if len(pending) == 0 {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonFullyApplied, "applied on "+strconv.Itoa(len(items))+" cluster(s)"
+		return cond
+	}
+	sort.Strings(pending)
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotFullyApplied, strings.Join(pending, "; ")
+	return cond
+}
+
+func (c *Controller) event(binding *workv1alpha1.ResourceBinding, eventType, reason, msg string) {
+	// A ClusterResourceBinding seen through workobjects carries its own
+	// kind in TypeMeta, so the event lands on it.
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(binding, eventType, reason, msg)
+	}
+}

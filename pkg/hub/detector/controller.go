@@ -1,0 +1,406 @@
+// Package detector matches templates with propagation policies: for each
+// ResourceTemplate and ClusterResourceTemplate it picks the policy that
+// selects the embedded object, keeps the template's binding in step with
+// that policy and the object, and mirrors the binding's status back onto
+// the template, so the user sees where the object runs on the object they
+// wrote.
+package detector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/util/overrides"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+// Event reasons, Karmada's names.
+const (
+	EventApplyPolicySucceed = "ApplyPolicySucceed"
+	EventApplyPolicyFailed  = "ApplyPolicyFailed"
+)
+
+// Reasons of the template's Propagated condition.
+const (
+	ReasonPolicyMatched    = "PolicyMatched"
+	ReasonNoMatchingPolicy = "NoMatchingPolicy"
+	ReasonInvalidManifest  = "InvalidManifest"
+	ReasonBindingConflict  = "BindingConflict"
+)
+
+// Controller is the policy detector.
+type Controller struct {
+	client          flotillaclient.Interface
+	templates       *workobjects.Templates
+	bindings        *workobjects.Bindings
+	bindingIndexers []cache.Indexer
+	policies        policylisters.PropagationPolicyLister
+	clusterPolicies policylisters.ClusterPropagationPolicyLister
+	recorder        record.EventRecorder
+	synced          []cache.InformerSynced
+	queue           workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController wires the detector to factory's informers.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+	work := factory.Work().V1alpha1()
+	policy := factory.Policy().V1alpha1()
+	rt, crt := work.ResourceTemplates(), work.ClusterResourceTemplates()
+	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	pp, cpp := policy.PropagationPolicies(), policy.ClusterPropagationPolicies()
+	workobjects.AddOwnerTemplateIndex(rb.Informer(), crb.Informer())
+	c := &Controller{
+		client:          client,
+		templates:       &workobjects.Templates{Client: client, Namespaced: rt.Lister(), ClusterScoped: crt.Lister()},
+		bindings:        &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		bindingIndexers: []cache.Indexer{rb.Informer().GetIndexer(), crb.Informer().GetIndexer()},
+		policies:        pp.Lister(),
+		clusterPolicies: cpp.Lister(),
+		recorder:        recorder,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "detector"}),
+	}
+	enqueue := workobjects.EnqueueKey(c.queue.Add)
+	for _, inf := range []cache.SharedIndexInformer{rt.Informer(), crt.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
+			UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue})
+	}
+	owner := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if keys, _ := workobjects.OwnerTemplateKey(obj); len(keys) > 0 {
+			c.queue.Add(keys[0])
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: owner,
+			UpdateFunc: func(_, n any) { owner(n) }, DeleteFunc: owner})
+	}
+	policyChanged := func(obj any) { c.enqueuePolicyScope(obj) }
+	for _, inf := range []cache.SharedIndexInformer{pp.Informer(), cpp.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: policyChanged,
+			UpdateFunc: func(_, n any) { policyChanged(n) }, DeleteFunc: policyChanged})
+	}
+	c.synced = []cache.InformerSynced{rt.Informer().HasSynced, crt.Informer().HasSynced, rb.Informer().HasSynced,
+		crb.Informer().HasSynced, pp.Informer().HasSynced, cpp.Informer().HasSynced}
+	return c
+}
+
+// enqueuePolicyScope re-evaluates every template a policy could select: its
+// namespace's for a PropagationPolicy, all of them for a cluster-wide one.
+func (c *Controller) enqueuePolicyScope(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	var ns string
+	switch p := obj.(type) {
+	case *policyv1alpha1.PropagationPolicy:
+		ns = p.Namespace
+	case *policyv1alpha1.ClusterPropagationPolicy:
+	default:
+		return
+	}
+	if ns != "" {
+		list, _ := c.templates.Namespaced.ResourceTemplates(ns).List(labels.Everything())
+		for _, t := range list {
+			c.queue.Add(workobjects.Key(t))
+		}
+		return
+	}
+	list, _ := c.templates.Namespaced.List(labels.Everything())
+	for _, t := range list {
+		c.queue.Add(workobjects.Key(t))
+	}
+	clusterList, _ := c.templates.ClusterScoped.List(labels.Everything())
+	for _, t := range clusterList {
+		c.queue.Add(workobjects.Key(t))
+	}
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("detector", ctx.Done(), c.synced...) {
+		return
+	}
+	queueworker.Run(ctx, "detector", c.queue, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	tmpl, err := c.templates.Get(key)
+	if apierrors.IsNotFound(err) {
+		return c.deleteOwnedBindings(ctx, key, "", "")
+	}
+	if err != nil {
+		return err
+	}
+	if tmpl.DeletionTimestamp != nil {
+		return c.deleteOwnedBindings(ctx, key, "", "")
+	}
+	obj, err := workobjects.Object(tmpl)
+	if err != nil {
+		return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonInvalidManifest, err.Error())
+	}
+	bindingName := workobjects.BindingName(obj.GetKind(), obj.GetName())
+	policy, policyLabels := c.matchPolicy(tmpl.Namespace, obj)
+	if policy == nil {
+		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
+		msg := "no PropagationPolicy or ClusterPropagationPolicy selects this object"
+		if binding != nil {
+			msg += "; the existing placement is kept"
+		}
+		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonNoMatchingPolicy, msg)
+	}
+	binding, err := c.ensureBinding(ctx, tmpl, obj, bindingName, policy, policyLabels)
+	if err != nil {
+		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
+			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
+		}
+		c.recorder.Eventf(tmpl, "Warning", EventApplyPolicyFailed, "Failed to apply %s: %v", policyDescription(policyLabels), err)
+		return err
+	}
+	if err := c.deleteOwnedBindings(ctx, key, tmpl.UID, bindingName); err != nil {
+		return err
+	}
+	return c.setPropagated(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels))
+}
+
+func bindingKey(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// matchPolicy picks the policy for obj: a namespaced policy wins over a
+// cluster-wide one; among equals, the higher priority, then name order.
+func (c *Controller) matchPolicy(ns string, obj *unstructured.Unstructured) (*policyv1alpha1.PropagationSpec, map[string]string) {
+	if ns != "" {
+		list, _ := c.policies.PropagationPolicies(ns).List(labels.Everything())
+		sort.Slice(list, func(i, j int) bool {
+			return policyBefore(list[i].Spec.Priority, list[i].Name, list[j].Spec.Priority, list[j].Name)
+		})
+		for _, p := range list {
+			if p.DeletionTimestamp == nil && selects(p.Spec.ResourceSelectors, obj, ns) {
+				return &p.Spec, map[string]string{workobjects.LabelPropagationPolicyNamespace: p.Namespace,
+					workobjects.LabelPropagationPolicyName: p.Name}
+			}
+		}
+	}
+	list, _ := c.clusterPolicies.List(labels.Everything())
+	sort.Slice(list, func(i, j int) bool {
+		return policyBefore(list[i].Spec.Priority, list[i].Name, list[j].Spec.Priority, list[j].Name)
+	})
+	for _, p := range list {
+		if p.DeletionTimestamp == nil && selects(p.Spec.ResourceSelectors, obj, "") {
+			return &p.Spec, map[string]string{workobjects.LabelClusterPropagationPolicyName: p.Name}
+		}
+	}
+	return nil, nil
+}
+
+func policyBefore(pi *int32, ni string, pj *int32, nj string) bool {
+	vi, vj := int32(0), int32(0)
+	if pi != nil {
+		vi = *pi
+	}
+	if pj != nil {
+		vj = *pj
+	}
+	if vi != vj {
+		return vi > vj
+	}
+	return ni < nj
+}
+
+// selects reports whether any selector matches obj. A namespaced policy
+// selects only objects of its own namespace, whatever its selectors say.
+func selects(selectors []policyv1alpha1.ResourceSelector, obj *unstructured.Unstructured, policyNamespace string) bool {
+	if policyNamespace != "" && obj.GetNamespace() != policyNamespace {
+		return false
+	}
+	for _, s := range selectors {
+		if overrides.SelectorMatches(s, obj) {
+			return true
+		}
+	}
+	return false
+}
+
+func policyDescription(l map[string]string) string {
+	if n, ok := l[workobjects.LabelClusterPropagationPolicyName]; ok {
+		return "ClusterPropagationPolicy " + n
+	}
+	return fmt.Sprintf("PropagationPolicy %s/%s", l[workobjects.LabelPropagationPolicyNamespace], l[workobjects.LabelPropagationPolicyName])
+}
+
+type bindingConflictError struct{ msg string }
+
+func (e *bindingConflictError) Error() string { return e.msg }
+
+// ensureBinding creates or updates the template's binding from the policy
+// and the object. It changes only the fields it owns, so the scheduler's
+// spec.clusters and the eviction tasks survive.
+func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, obj *unstructured.Unstructured,
+	name string, policy *policyv1alpha1.PropagationSpec, policyLabels map[string]string) (*workv1alpha1.ResourceBinding, error) {
+	replicas, requirements, err := resourceinterpreter.GetReplicas(obj)
+	if err != nil {
+		return nil, err
+	}
+	placement := policy.Placement.DeepCopy()
+	want := workv1alpha1.ResourceBindingSpec{
+		Resource: workv1alpha1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(),
+			Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: tmpl.UID},
+		Replicas:                    replicas,
+		ReplicaRequirements:         requirements,
+		Placement:                   placement,
+		Failover:                    policy.Failover.DeepCopy(),
+		ConflictResolution:          policy.ConflictResolution,
+		Suspension:                  policy.Suspension.DeepCopy(),
+		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
+	}
+	current, err := c.bindings.Get(bindingKey(tmpl.Namespace, name))
+	if apierrors.IsNotFound(err) {
+		kind := "ResourceTemplate"
+		if tmpl.Namespace == "" {
+			kind = "ClusterResourceTemplate"
+		}
+		rb := &workv1alpha1.ResourceBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tmpl.Namespace, Labels: policyLabels,
+				Finalizers:      []string{workobjects.BindingFinalizer},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tmpl, workv1alpha1.SchemeGroupVersion.WithKind(kind))}},
+			Spec: want,
+		}
+		if err := c.bindings.Create(ctx, rb); err != nil {
+			return nil, err
+		}
+		c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: created binding %s", policyDescription(policyLabels), name)
+		return rb, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != tmpl.UID {
+		return nil, &bindingConflictError{msg: fmt.Sprintf("binding %s already belongs to another template; two templates cannot hold the same %s %s",
+			name, obj.GetKind(), obj.GetName())}
+	}
+	if current.DeletionTimestamp != nil {
+		return current, nil
+	}
+	updated := current.DeepCopy()
+	updated.Spec.Resource, updated.Spec.Replicas, updated.Spec.ReplicaRequirements = want.Resource, want.Replicas, want.ReplicaRequirements
+	updated.Spec.Placement, updated.Spec.Failover, updated.Spec.ConflictResolution = want.Placement, want.Failover, want.ConflictResolution
+	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
+	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName} {
+		delete(updated.Labels, k)
+	}
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range policyLabels {
+		updated.Labels[k] = v
+	}
+	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.Labels, current.Labels) {
+		return current, nil
+	}
+	stored, err := c.bindings.Update(ctx, updated)
+	if err != nil {
+		return nil, err
+	}
+	c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: updated binding %s", policyDescription(policyLabels), name)
+	return stored, nil
+}
+
+// deleteOwnedBindings deletes the bindings the template of key controls,
+// except keep (the current one) when the template (uid) still exists.
+func (c *Controller) deleteOwnedBindings(ctx context.Context, key string, uid any, keep string) error {
+	for _, indexer := range c.bindingIndexers {
+		objs, err := indexer.ByIndex(workobjects.OwnerTemplateIndex, key)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			m := o.(metav1.Object)
+			if m.GetDeletionTimestamp() != nil || (m.GetName() == keep && metav1.GetControllerOf(m).UID == uid) {
+				continue
+			}
+			var rb *workv1alpha1.ResourceBinding
+			switch b := o.(type) {
+			case *workv1alpha1.ResourceBinding:
+				rb = b
+			case *workv1alpha1.ClusterResourceBinding:
+				rb = workobjects.FromClusterBinding(b)
+			}
+			if err := c.bindings.Delete(ctx, rb); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+			klog.FromContext(ctx).Info("Deleted binding of a template that no longer holds it", "template", key, "binding", m.GetName())
+		}
+	}
+	return nil
+}
+
+// setPropagated writes the template's status: the Propagated condition and
+// the binding's placement and status, mirrored.
+func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, binding *workv1alpha1.ResourceBinding,
+	status metav1.ConditionStatus, reason, message string) error {
+	updated := tmpl.DeepCopy()
+	updated.Status.ObservedGeneration = tmpl.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated,
+		Status: status, Reason: reason, Message: message, ObservedGeneration: tmpl.Generation})
+	if binding != nil {
+		mirrorBinding(&updated.Status, binding, tmpl.Generation)
+	}
+	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
+		return nil
+	}
+	if status == metav1.ConditionFalse && !meta.IsStatusConditionPresentAndEqual(tmpl.Status.Conditions, workobjects.TemplateConditionPropagated, status) {
+		c.recorder.Event(tmpl, "Warning", EventApplyPolicyFailed, message)
+	}
+	return c.templates.UpdateStatus(ctx, updated)
+}
+
+// mirrorBinding copies where the object runs and how it is doing from the
+// binding to the template's status.
+func mirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
+	status.Clusters = binding.Spec.Clusters
+	status.AggregatedStatus = binding.Status.AggregatedStatus
+	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied} {
+		if cond := meta.FindStatusCondition(binding.Status.Conditions, t); cond != nil {
+			mirrored := *cond
+			mirrored.ObservedGeneration = generation
+			meta.SetStatusCondition(&status.Conditions, mirrored)
+		}
+	}
+	statuses := make([]*runtime.RawExtension, 0, len(binding.Status.AggregatedStatus))
+	for _, item := range binding.Status.AggregatedStatus {
+		if item.Status != nil {
+			statuses = append(statuses, item.Status)
+		}
+	}
+	status.WorkloadStatus, _ = resourceinterpreter.AggregateStatus(binding.Spec.Resource.Kind, statuses)
+}

@@ -1,0 +1,74 @@
+package detector
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+func TestMatchPolicy(t *testing.T) {
+	deploy := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "nginx", "namespace": "default", "labels": map[string]any{"app": "nginx"}}}}
+	byKind := []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}}
+	byName := []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}}
+	otherName := []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "other"}}
+	pp := func(ns, name string, prio *int32, sel []policyv1alpha1.ResourceSelector) *policyv1alpha1.PropagationPolicy {
+		return &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: policyv1alpha1.PropagationSpec{ResourceSelectors: sel, Priority: prio}}
+	}
+	cpp := func(name string, prio *int32, sel []policyv1alpha1.ResourceSelector) *policyv1alpha1.ClusterPropagationPolicy {
+		return &policyv1alpha1.ClusterPropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1alpha1.PropagationSpec{ResourceSelectors: sel, Priority: prio}}
+	}
+	for _, c := range []struct {
+		name      string
+		policies  []*policyv1alpha1.PropagationPolicy
+		cpolicies []*policyv1alpha1.ClusterPropagationPolicy
+		want      string // "ns/name" for a PropagationPolicy, "name" for a cluster-wide one, "" for none
+	}{
+		{"nothing selects", []*policyv1alpha1.PropagationPolicy{pp("default", "a", nil, otherName)}, nil, ""},
+		{"namespaced wins over cluster-wide, whatever the priority",
+			[]*policyv1alpha1.PropagationPolicy{pp("default", "low", nil, byKind)},
+			[]*policyv1alpha1.ClusterPropagationPolicy{cpp("high", ptr.To[int32](100), byName)}, "default/low"},
+		{"higher priority first", []*policyv1alpha1.PropagationPolicy{
+			pp("default", "a", ptr.To[int32](1), byKind), pp("default", "b", ptr.To[int32](5), byKind)}, nil, "default/b"},
+		{"same priority: name order", []*policyv1alpha1.PropagationPolicy{
+			pp("default", "zeta", nil, byName), pp("default", "alpha", nil, byKind)}, nil, "default/alpha"},
+		{"a policy of another namespace never selects", []*policyv1alpha1.PropagationPolicy{
+			pp("other", "a", nil, []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default"}})},
+			[]*policyv1alpha1.ClusterPropagationPolicy{cpp("fallback", nil, byKind)}, "fallback"},
+		{"cluster-wide by priority", nil, []*policyv1alpha1.ClusterPropagationPolicy{
+			cpp("a", nil, byKind), cpp("b", ptr.To[int32](2), byKind)}, "b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ppIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+			cppIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			for _, p := range c.policies {
+				_ = ppIndexer.Add(p)
+			}
+			for _, p := range c.cpolicies {
+				_ = cppIndexer.Add(p)
+			}
+			ctl := &Controller{policies: policylisters.NewPropagationPolicyLister(ppIndexer),
+				clusterPolicies: policylisters.NewClusterPropagationPolicyLister(cppIndexer)}
+			spec, labels := ctl.matchPolicy("default", deploy)
+			got := ""
+			if spec != nil {
+				got = labels[workobjects.LabelClusterPropagationPolicyName]
+				if n, ok := labels[workobjects.LabelPropagationPolicyName]; ok {
+					got = labels[workobjects.LabelPropagationPolicyNamespace] + "/" + n
+				}
+			}
+			if got != c.want {
+				t.Errorf("matched %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,368 @@
+// Package scheduler is the hub's scheduler: it decides which clusters a
+// binding runs on, and how many replicas each gets, when the placement
+// changes, the replicas stop adding up (which is how an eviction becomes a
+// failover), a scheduled cluster is deleted, or a person asks. The decision
+// itself is the pure function in package core; this controller decides
+// when to call it and writes the result.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+// AnnotationScheduledPlacement holds the placement (JSON) of the last
+// schedule, so a placement change is seen as one.
+const AnnotationScheduledPlacement = "scheduler.flotilla.io/placement"
+
+// Event reasons and condition reasons, Karmada's names where it has them.
+const (
+	EventScheduleSucceed = "ScheduleBindingSucceed"
+	EventScheduleFailed  = "ScheduleBindingFailed"
+
+	ReasonScheduled      = "BindingScheduled"
+	ReasonNoClusterFit   = "NoClusterFit"
+	ReasonSchedulerError = "SchedulerError"
+)
+
+// Schedule types, the label of the scheduling metrics: why a binding was
+// scheduled.
+const (
+	TypeFirstSchedule    = "FirstSchedule"
+	TypeUnschedulable    = "RetryUnschedulable"
+	TypePlacementChanged = "PlacementChanged"
+	TypeRescheduleAsked  = "RescheduleTriggered"
+	TypeClusterDeleted   = "ClusterDeleted"
+	TypeReplicasChanged  = "ReplicasChanged"
+	TypeSpreadViolated   = "SpreadConstraintViolated"
+	TypeDuplicated       = "DuplicatedReconcile"
+)
+
+// Options tune the scheduler.
+type Options struct {
+	// EvictionHistoryTTL is how long a cluster a binding was evicted from
+	// is avoided for it.
+	EvictionHistoryTTL time.Duration
+	Clock              clock.Clock
+	Metrics            *hubmetrics.Metrics
+	Recorder           record.EventRecorder
+}
+
+// Controller schedules bindings.
+type Controller struct {
+	opts     Options
+	bindings *workobjects.Bindings
+	clusters clusterlisters.ClusterLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController wires the scheduler to factory's informers.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	work := factory.Work().V1alpha1()
+	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	clusters := factory.Cluster().V1alpha1().Clusters()
+	c := &Controller{opts: opts,
+		bindings: &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		clusters: clusters.Lister(),
+		synced:   []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, clusters.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
+	}
+	enqueue := workobjects.EnqueueKey(c.queue.Add)
+	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
+			UpdateFunc: func(o, n any) {
+				// Status writes (ours and the binding controller's) change
+				// nothing the scheduler reads.
+				om, nm := o.(metav1.Object), n.(metav1.Object)
+				if om.GetGeneration() != nm.GetGeneration() || nm.GetDeletionTimestamp() != nil ||
+					om.GetAnnotations()[AnnotationScheduledPlacement] != nm.GetAnnotations()[AnnotationScheduledPlacement] {
+					enqueue(n)
+				}
+			}})
+	}
+	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(o, n any) {
+			if clusterChangeMatters(o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster)) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
+	})
+	return c
+}
+
+// clusterChangeMatters reports whether a Cluster update can change a
+// scheduling decision: what the filters and the spread read.
+func clusterChangeMatters(o, n *clusterv1alpha1.Cluster) bool {
+	return !apiequality.Semantic.DeepEqual(o.Labels, n.Labels) || !apiequality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!apiequality.Semantic.DeepEqual(o.Status.APIEnablements, n.Status.APIEnablements) ||
+		!apiequality.Semantic.DeepEqual(o.Status.ResourceSummary, n.Status.ResourceSummary)
+}
+
+func (c *Controller) enqueueAll() {
+	list, _ := c.bindings.Namespaced.List(labels.Everything())
+	for _, b := range list {
+		c.queue.Add(workobjects.Key(b))
+	}
+	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
+	for _, b := range clusterList {
+		c.queue.Add(workobjects.Key(b))
+	}
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("scheduler", ctx.Done(), c.synced...) {
+		return
+	}
+	queueworker.Run(ctx, "scheduler", c.queue, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	binding, err := c.bindings.Get(key)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if binding.DeletionTimestamp != nil || binding.Spec.Placement == nil {
+		return nil
+	}
+	clusters, err := c.clusters.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	scheduleType := Trigger(binding, clusters)
+	if scheduleType == "" {
+		return nil
+	}
+	return c.schedule(ctx, binding, clusters, scheduleType)
+}
+
+// Trigger says why binding must be scheduled now, or "" when its current
+// placement stands. Healthy clusters keep their replicas: a binding is not
+// rescheduled merely because a better answer exists.
+func Trigger(binding *workv1alpha1.ResourceBinding, clusters []*clusterv1alpha1.Cluster) string {
+	spec, status := &binding.Spec, &binding.Status
+	scheduled := meta.FindStatusCondition(status.Conditions, workv1alpha1.BindingConditionScheduled)
+	switch {
+	case scheduled == nil:
+		return TypeFirstSchedule
+	case scheduled.Status != metav1.ConditionTrue:
+		return TypeUnschedulable
+	case binding.Annotations[AnnotationScheduledPlacement] != placementJSON(spec.Placement):
+		return TypePlacementChanged
+	case spec.RescheduleTriggeredAt != nil && (status.LastScheduledTime == nil || spec.RescheduleTriggeredAt.After(status.LastScheduledTime.Time)):
+		return TypeRescheduleAsked
+	case scheduledClusterGone(spec.Clusters, clusters):
+		return TypeClusterDeleted
+	case !replicasAddUp(spec):
+		return TypeReplicasChanged
+	case tooFewClusters(spec):
+		return TypeSpreadViolated
+	case duplicated(spec):
+		// Duplicated objects go to every cluster that fits; the decision is
+		// cheap and keeps what runs, so make it on every change.
+		return TypeDuplicated
+	}
+	return ""
+}
+
+func placementJSON(p *policyv1alpha1.Placement) string {
+	if p == nil {
+		return ""
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+func scheduledClusterGone(targets []workv1alpha1.TargetCluster, clusters []*clusterv1alpha1.Cluster) bool {
+	for _, t := range targets {
+		i := slices.IndexFunc(clusters, func(c *clusterv1alpha1.Cluster) bool { return c.Name == t.Name })
+		if i < 0 || clusters[i].DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func duplicated(spec *workv1alpha1.ResourceBindingSpec) bool {
+	rs := spec.Placement.ReplicaScheduling
+	return spec.Replicas == 0 || rs == nil || rs.ReplicaSchedulingType != policyv1alpha1.ReplicaSchedulingTypeDivided
+}
+
+// replicasAddUp: Divided replicas must sum to the desired count, Duplicated
+// clusters must each run it.
+func replicasAddUp(spec *workv1alpha1.ResourceBindingSpec) bool {
+	if duplicated(spec) {
+		for _, t := range spec.Clusters {
+			if t.Replicas != spec.Replicas {
+				return false
+			}
+		}
+		return true
+	}
+	var sum int32
+	for _, t := range spec.Clusters {
+		sum += t.Replicas
+	}
+	return sum == spec.Replicas
+}
+
+// tooFewClusters: after an eviction the clusters may no longer meet a
+// cluster spread constraint's minimum (seed 001).
+func tooFewClusters(spec *workv1alpha1.ResourceBindingSpec) bool {
+	for _, sc := range spec.Placement.SpreadConstraints {
+		if (sc.SpreadByField == policyv1alpha1.SpreadByFieldCluster || sc.SpreadByField == "" && sc.SpreadByLabel == "") &&
+			int32(len(spec.Clusters)) < sc.MinGroups {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.ResourceBinding, clusters []*clusterv1alpha1.Cluster, scheduleType string) error {
+	logger := klog.FromContext(ctx).WithValues("binding", workobjects.Key(binding), "scheduleType", scheduleType)
+	now := c.opts.Clock.Now()
+	start := time.Now()
+	result, err := core.Schedule(core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
+		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL})
+	c.observe(scheduleType, start, err)
+	if err != nil {
+		var fit *core.FitError
+		reason := ReasonSchedulerError
+		if errors.As(err, &fit) {
+			reason = ReasonNoClusterFit
+		}
+		logger.Info("Binding cannot be scheduled", "reason", reason, "message", err.Error())
+		if statusErr := c.setScheduled(ctx, binding, metav1.ConditionFalse, reason, err.Error(), nil, ""); statusErr != nil {
+			return statusErr
+		}
+		if reason == ReasonNoClusterFit {
+			// Not an error to retry: a Cluster change brings the binding back.
+			return nil
+		}
+		return err
+	}
+	placement := placementJSON(binding.Spec.Placement)
+	stored := binding
+	changed := !apiequality.Semantic.DeepEqual(result.Clusters, binding.Spec.Clusters) || binding.Annotations[AnnotationScheduledPlacement] != placement
+	if changed {
+		updated := binding.DeepCopy()
+		updated.Spec.Clusters = result.Clusters
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[AnnotationScheduledPlacement] = placement
+		if stored, err = c.bindings.Update(ctx, updated); err != nil {
+			return err
+		}
+		logger.Info("Binding scheduled", "clusters", describe(result.Clusters))
+		c.event(binding, "Normal", EventScheduleSucceed, "Scheduled to "+describe(result.Clusters))
+	}
+	scheduledAt := &now
+	if !changed && scheduleType == TypeDuplicated {
+		// A routine re-check that changed nothing is not a new schedule.
+		scheduledAt = nil
+	}
+	return c.setScheduled(ctx, stored, metav1.ConditionTrue, ReasonScheduled,
+		"scheduled to "+describe(result.Clusters), scheduledAt, result.AffinityName)
+}
+
+func (c *Controller) observe(scheduleType string, start time.Time, err error) {
+	m := c.opts.Metrics
+	if m == nil {
+		return
+	}
+	result := "scheduled"
+	var fit *core.FitError
+	switch {
+	case errors.As(err, &fit):
+		result = "unschedulable"
+	case err != nil:
+		result = "error"
+	}
+	m.ScheduleAttempts.WithLabelValues(result, scheduleType).Inc()
+	m.ScheduleLatency.WithLabelValues(scheduleType).Observe(time.Since(start).Seconds())
+}
+
+func (c *Controller) event(binding *workv1alpha1.ResourceBinding, eventType, reason, msg string) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(binding, eventType, reason, msg) // see workobjects.FromClusterBinding
+	}
+}
+
+func describe(targets []workv1alpha1.TargetCluster) string {
+	s := ""
+	for i, t := range targets {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s(%d)", t.Name, t.Replicas)
+	}
+	if s == "" {
+		return "no cluster"
+	}
+	return s
+}
+
+// setScheduled records the outcome in the binding's status; a failure is
+// recorded once per distinct message, not on every retry.
+func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.ResourceBinding, status metav1.ConditionStatus,
+	reason, message string, scheduledAt *time.Time, affinityName string) error {
+	updated := binding.DeepCopy()
+	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workv1alpha1.BindingConditionScheduled,
+		Status: status, Reason: reason, Message: message, ObservedGeneration: binding.Generation})
+	updated.Status.SchedulerObservedGeneration = binding.Generation
+	if scheduledAt != nil {
+		t := metav1.NewTime(*scheduledAt)
+		updated.Status.LastScheduledTime = &t
+		updated.Status.SchedulerObservedAffinityName = affinityName
+	}
+	if status == metav1.ConditionFalse {
+		if old := meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled); old == nil || old.Message != message {
+			c.event(binding, "Warning", EventScheduleFailed, message)
+		}
+	}
+	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
+		return nil
+	}
+	return c.bindings.UpdateStatus(ctx, updated)
+}

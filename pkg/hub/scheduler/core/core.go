@@ -1,0 +1,261 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package core is the scheduler's decision as a pure function: given a
+// binding's spec and the clusters, which clusters it runs on and how many
+// replicas each gets. It follows Karmada's scheduler: filter, score
+// (locality), select by spread constraints, then assign replicas.
+package core
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+)
+
+// Input is everything a scheduling decision depends on.
+type Input struct {
+	// Key identifies the binding; it breaks ties between clusters stably
+	// per workload, so equal remainders do not always land on the same
+	// cluster across workloads.
+	Key string
+	// Spec is the binding's spec; Spec.Clusters is the current result.
+	Spec *workv1alpha1.ResourceBindingSpec
+	// Clusters are all clusters of the fleet.
+	Clusters []*clusterv1alpha1.Cluster
+	// Now is the time eviction history is judged at.
+	Now time.Time
+	// EvictionHistoryTTL is how long a cluster stays avoided after the
+	// binding was evicted from it.
+	EvictionHistoryTTL time.Duration
+}
+
+// Result is a scheduling decision.
+type Result struct {
+	// Clusters are the targets, sorted by name.
+	Clusters []workv1alpha1.TargetCluster
+	// AffinityName is the ClusterAffinities term used, if any.
+	AffinityName string
+}
+
+// FitError says why no cluster (or too few) fit.
+type FitError struct {
+	// NumAllClusters is the size of the fleet.
+	NumAllClusters int
+	// Reasons maps each filtered cluster to why it was filtered.
+	Reasons map[string]string
+	// Message is the whole explanation.
+	Message string
+}
+
+func (e *FitError) Error() string { return e.Message }
+
+// Filter reasons, in the words of Karmada's scheduler log.
+const (
+	reasonDeleting      = "cluster(s) were being deleted"
+	reasonAffinity      = "cluster(s) did not match the placement cluster affinity constraint"
+	reasonEvicting      = "cluster(s) had a graceful eviction task for this workload"
+	reasonEvictedRecent = "cluster(s) had evicted this workload recently"
+	reasonAPIMissing    = "cluster(s) did not serve the workload's API"
+)
+
+// candidate is a cluster that passed the filters.
+type candidate struct {
+	cluster  *clusterv1alpha1.Cluster
+	existing bool  // in the current result: locality keeps it
+	current  int32 // replicas it has now
+}
+
+// Schedule decides where the binding runs. It returns a *FitError when the
+// placement cannot be satisfied; the caller keeps the current result then.
+func Schedule(in Input) (Result, error) {
+	if in.Spec == nil {
+		return Result{}, fmt.Errorf("binding %s has no spec", in.Key)
+	}
+	placement := in.Spec.Placement
+	if placement == nil {
+		placement = &policyv1alpha1.Placement{}
+	}
+	// Ordered affinity groups: the first that yields a result wins.
+	type term struct {
+		name     string
+		affinity *policyv1alpha1.ClusterAffinity
+	}
+	terms := []term{{affinity: placement.ClusterAffinity}}
+	if len(placement.ClusterAffinities) > 0 {
+		terms = terms[:0]
+		for i := range placement.ClusterAffinities {
+			t := &placement.ClusterAffinities[i]
+			terms = append(terms, term{name: t.AffinityName, affinity: &t.ClusterAffinity})
+		}
+	}
+	var firstErr error
+	for _, t := range terms {
+		clusters, err := scheduleTerm(in, placement, t.affinity)
+		if err == nil {
+			return Result{Clusters: clusters, AffinityName: t.name}, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return Result{}, firstErr
+}
+
+func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity) ([]workv1alpha1.TargetCluster, error) {
+	current := map[string]int32{}
+	for _, t := range in.Spec.Clusters {
+		current[t.Name] = t.Replicas
+	}
+	reasons := map[string]string{}
+	var feasible []candidate
+	for _, c := range in.Clusters {
+		if reason := filter(in, placement, affinity, c, current); reason != "" {
+			reasons[c.Name] = reason
+			continue
+		}
+		n, existing := current[c.Name]
+		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n})
+	}
+	fitErr := func(extra string) *FitError {
+		return &FitError{NumAllClusters: len(in.Clusters), Reasons: reasons,
+			Message: fitMessage(len(feasible), len(in.Clusters), reasons, extra)}
+	}
+	if len(feasible) == 0 {
+		return nil, fitErr("")
+	}
+	// Score: locality first (keep what runs), then name for stability.
+	sort.SliceStable(feasible, func(i, j int) bool {
+		if feasible[i].existing != feasible[j].existing {
+			return feasible[i].existing
+		}
+		return feasible[i].cluster.Name < feasible[j].cluster.Name
+	})
+	selected, msg := selectBySpread(feasible, placement.SpreadConstraints)
+	if msg != "" {
+		return nil, fitErr(msg)
+	}
+	targets, msg := assignReplicas(in, placement, selected)
+	if msg != "" {
+		return nil, fitErr(msg)
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
+	return targets, nil
+}
+
+// filter returns why cluster c cannot run the binding, or "".
+func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32) string {
+	if c.DeletionTimestamp != nil {
+		return reasonDeleting
+	}
+	if !clusteraffinity.Matches(affinity, c) {
+		return reasonAffinity
+	}
+	// A cluster already in the result keeps it despite new taints: moving
+	// workloads off NoExecute clusters is the taint manager's job, with
+	// its tolerations and rate limits.
+	if _, scheduled := current[c.Name]; !scheduled {
+		if taint := untolerated(placement.ClusterTolerations, c.Spec.Taints); taint != nil {
+			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
+		}
+	}
+	for _, task := range in.Spec.GracefulEvictionTasks {
+		if task.FromCluster == c.Name {
+			return reasonEvicting
+		}
+	}
+	for _, h := range in.Spec.EvictionHistory {
+		if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
+			return reasonEvictedRecent
+		}
+	}
+	if !servesAPI(c, in.Spec.Resource.APIVersion, in.Spec.Resource.Kind) {
+		return reasonAPIMissing
+	}
+	return ""
+}
+
+// untolerated returns the first NoSchedule or NoExecute taint no
+// toleration tolerates.
+func untolerated(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool {
+			return tol.ToleratesTaint(klog.Background(), t, false)
+		}) {
+			return t
+		}
+	}
+	return nil
+}
+
+// servesAPI: a cluster that reported its APIs must serve the workload's
+// kind; one that has not reported yet is given the benefit of the doubt.
+func servesAPI(c *clusterv1alpha1.Cluster, apiVersion, kind string) bool {
+	if len(c.Status.APIEnablements) == 0 || apiVersion == "" {
+		return true
+	}
+	for _, e := range c.Status.APIEnablements {
+		if e.GroupVersion != apiVersion {
+			continue
+		}
+		for _, r := range e.Resources {
+			if r.Kind == kind {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fitMessage is Karmada's "0/3 clusters are available: ..." line, with
+// why the feasible clusters were not enough when some were.
+func fitMessage(feasible, all int, reasons map[string]string, extra string) string {
+	counts := map[string]int{}
+	for _, r := range reasons {
+		counts[r]++
+	}
+	parts := make([]string, 0, len(counts))
+	for r, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(parts)
+	if feasible == 0 {
+		msg := fmt.Sprintf("0/%d clusters are available", all)
+		if len(parts) > 0 {
+			msg += ": " + strings.Join(parts, ", ")
+		}
+		return msg + "."
+	}
+	msg := fmt.Sprintf("%d/%d clusters are available", feasible, all)
+	if len(parts) > 0 {
+		msg += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return msg + ", but " + extra + "."
+}

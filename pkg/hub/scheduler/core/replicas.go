@@ -1,0 +1,274 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package core
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/bits"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+)
+
+// assignReplicas gives each selected cluster its replicas, or says why it
+// cannot. Divided results leave out clusters that get none.
+func assignReplicas(in Input, placement *policyv1alpha1.Placement, selected []candidate) ([]workv1alpha1.TargetCluster, string) {
+	strategy := placement.ReplicaScheduling
+	replicas := in.Spec.Replicas
+	// Nil strategy, Duplicated, or an object without replicas: every
+	// cluster gets the whole object.
+	if strategy == nil || strategy.ReplicaSchedulingType == policyv1alpha1.ReplicaSchedulingTypeDuplicated || replicas <= 0 {
+		out := make([]workv1alpha1.TargetCluster, len(selected))
+		for i, c := range selected {
+			out[i] = workv1alpha1.TargetCluster{Name: c.cluster.Name, Replicas: max(replicas, 0)}
+		}
+		return out, ""
+	}
+	var seats []int32
+	switch {
+	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
+		var msg string
+		if seats, msg = aggregated(in, selected); msg != "" {
+			return nil, msg
+		}
+	case strategy.WeightPreference != nil && strategy.WeightPreference.DynamicWeight == policyv1alpha1.DynamicWeightByAvailableReplicas:
+		weights := make([]int64, len(selected))
+		var sum int64
+		for i, c := range selected {
+			avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
+			if !known {
+				avail = 0
+			}
+			// Replicas it runs now already count as allocated there.
+			weights[i] = satAdd(avail, int64(c.current))
+			sum = satAdd(sum, weights[i])
+		}
+		if sum < int64(replicas) {
+			return nil, fmt.Sprintf("the selected clusters have room for %d of %d replicas", sum, replicas)
+		}
+		seats = Webster(replicas, weights, tieKeys(in.Key, selected))
+	default:
+		var staticList []policyv1alpha1.StaticClusterWeight
+		if strategy.WeightPreference != nil {
+			staticList = strategy.WeightPreference.StaticWeightList
+		}
+		seats = Webster(replicas, staticWeights(staticList, selected), tieKeys(in.Key, selected))
+	}
+	var out []workv1alpha1.TargetCluster
+	for i, c := range selected {
+		if seats[i] > 0 {
+			out = append(out, workv1alpha1.TargetCluster{Name: c.cluster.Name, Replicas: seats[i]})
+		}
+	}
+	return out, ""
+}
+
+// staticWeights is each cluster's weight: the largest of the entries that
+// select it, 0 when none does. If no cluster gets a weight, all weigh the
+// same (Karmada's rule), so a list naming only evicted clusters does not
+// leave the workload nowhere.
+func staticWeights(list []policyv1alpha1.StaticClusterWeight, selected []candidate) []int64 {
+	weights := make([]int64, len(selected))
+	var sum int64
+	for i, c := range selected {
+		for j := range list {
+			if list[j].Weight > weights[i] && clusteraffinity.Matches(&list[j].TargetCluster, c.cluster) {
+				weights[i] = list[j].Weight
+			}
+		}
+		sum = satAdd(sum, weights[i])
+	}
+	if sum == 0 {
+		for i := range weights {
+			weights[i] = 1
+		}
+	}
+	return weights
+}
+
+// aggregated packs the replicas onto as few clusters as possible: the
+// clusters running it now first (most replicas first), then the roomiest.
+func aggregated(in Input, selected []candidate) ([]int32, string) {
+	type slot struct {
+		index    int
+		capacity int64
+	}
+	slots := make([]slot, len(selected))
+	for i, c := range selected {
+		avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
+		if !known {
+			avail = math.MaxInt32 // no summary yet: do not refuse on a guess
+		}
+		slots[i] = slot{index: i, capacity: satAdd(avail, int64(c.current))}
+	}
+	sort.SliceStable(slots, func(a, b int) bool {
+		ca, cb := selected[slots[a].index], selected[slots[b].index]
+		if ca.current != cb.current {
+			return ca.current > cb.current
+		}
+		return slots[a].capacity > slots[b].capacity
+	})
+	seats := make([]int32, len(selected))
+	remaining := int64(in.Spec.Replicas)
+	for _, s := range slots {
+		if remaining == 0 {
+			break
+		}
+		n := min(s.capacity, remaining)
+		seats[s.index] = int32(n)
+		remaining -= n
+	}
+	if remaining > 0 {
+		return nil, fmt.Sprintf("the selected clusters have room for %d of %d replicas", int64(in.Spec.Replicas)-remaining, in.Spec.Replicas)
+	}
+	return seats, ""
+}
+
+// availableReplicas estimates how many more replicas of the given size fit
+// in c from its resourceSummary (allocatable − allocated − allocating),
+// limited by pods. known is false when the cluster has not reported one.
+func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements) (int64, bool) {
+	s := c.Status.ResourceSummary
+	if s == nil || len(s.Allocatable) == 0 {
+		return 0, false
+	}
+	free := func(name corev1.ResourceName) (int64, bool) {
+		alloc, ok := s.Allocatable[name]
+		if !ok {
+			return 0, false
+		}
+		v := alloc.DeepCopy()
+		if q, ok := s.Allocated[name]; ok {
+			v.Sub(q)
+		}
+		if q, ok := s.Allocating[name]; ok {
+			v.Sub(q)
+		}
+		return max(v.MilliValue(), 0), true
+	}
+	result := int64(math.MaxInt64)
+	if pods, ok := free(corev1.ResourcePods); ok {
+		result = pods / 1000
+	}
+	if req != nil {
+		for name, q := range req.ResourceRequest {
+			per := q.MilliValue()
+			if per <= 0 {
+				continue
+			}
+			have, ok := free(name)
+			if !ok {
+				return 0, true // the cluster has none of this resource
+			}
+			result = min(result, have/per)
+		}
+	}
+	if result == math.MaxInt64 {
+		return 0, false
+	}
+	return result, true
+}
+
+// Webster divides total seats in proportion to weights by the Webster /
+// Sainte-Laguë divisor method: start from the rounded quotas, then add (or
+// take back) one seat at a time where the quotient w/(s+½) is highest (or
+// lowest). Equal quotients go to the cluster whose tie key is smallest, so
+// the result is stable for one workload and fair across many. Clusters of
+// weight 0 get nothing; all weights 0 leaves every seat unassigned.
+func Webster(total int32, weights []int64, tie []uint64) []int32 {
+	seats := make([]int32, len(weights))
+	var sum float64
+	for _, w := range weights {
+		sum += float64(max(w, 0))
+	}
+	if total <= 0 || sum == 0 {
+		return seats
+	}
+	var assigned int64
+	for i, w := range weights {
+		if w <= 0 {
+			continue
+		}
+		s := math.Floor(float64(total)*float64(w)/sum + 0.5)
+		seats[i] = int32(min(max(s, 0), float64(total)))
+		assigned += int64(seats[i])
+	}
+	// quotientLess compares w/(2s+1), the quotient of a cluster's next seat
+	// (delta 1), or w/(2s-1), that of its last seat (delta -1), exactly.
+	quotientLess := func(i, j int, delta int64) bool {
+		di := uint64(2*int64(seats[i]) + 1 + 2*min(delta, 0))
+		dj := uint64(2*int64(seats[j]) + 1 + 2*min(delta, 0))
+		hi1, lo1 := bits.Mul64(uint64(weights[i]), dj)
+		hi2, lo2 := bits.Mul64(uint64(weights[j]), di)
+		return hi1 < hi2 || hi1 == hi2 && lo1 < lo2
+	}
+	equal := func(i, j int, delta int64) bool { return !quotientLess(i, j, delta) && !quotientLess(j, i, delta) }
+	for assigned < int64(total) {
+		best := -1
+		for i, w := range weights {
+			if w <= 0 {
+				continue
+			}
+			if best < 0 || quotientLess(best, i, 1) || equal(best, i, 1) && tie[i] < tie[best] {
+				best = i
+			}
+		}
+		seats[best]++
+		assigned++
+	}
+	for assigned > int64(total) {
+		worst := -1
+		for i := range weights {
+			if seats[i] == 0 {
+				continue
+			}
+			if worst < 0 || quotientLess(i, worst, -1) || equal(i, worst, -1) && tie[i] > tie[worst] {
+				worst = i
+			}
+		}
+		seats[worst]--
+		assigned--
+	}
+	return seats
+}
+
+// tieKeys hashes the workload key with each cluster name.
+func tieKeys(key string, selected []candidate) []uint64 {
+	out := make([]uint64, len(selected))
+	for i, c := range selected {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		h.Write([]byte{0})
+		h.Write([]byte(c.cluster.Name))
+		out[i] = h.Sum64()
+	}
+	return out
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

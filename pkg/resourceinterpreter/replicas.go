@@ -1,0 +1,213 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resourceinterpreter
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+)
+
+// replicaField is where a kind keeps its replica count, and where its pod
+// template is.
+type replicaField struct {
+	path        []string
+	podTemplate []string
+}
+
+var replicaKinds = map[schema.GroupKind]replicaField{
+	{Group: "apps", Kind: "Deployment"}:  {[]string{"spec", "replicas"}, []string{"spec", "template", "spec"}},
+	{Group: "apps", Kind: "StatefulSet"}: {[]string{"spec", "replicas"}, []string{"spec", "template", "spec"}},
+	{Group: "apps", Kind: "ReplicaSet"}:  {[]string{"spec", "replicas"}, []string{"spec", "template", "spec"}},
+	{Group: "batch", Kind: "Job"}:        {[]string{"spec", "parallelism"}, []string{"spec", "template", "spec"}},
+}
+
+// GetReplicas returns the replicas obj asks for (the apiserver's default, 1,
+// when unset) and what each replica requests. Kinds without replicas
+// return 0 and nil.
+func GetReplicas(obj *unstructured.Unstructured) (int32, *workv1alpha1.ReplicaRequirements, error) {
+	field, ok := replicaKinds[obj.GroupVersionKind().GroupKind()]
+	if !ok {
+		return 0, nil, nil
+	}
+	replicas := int64(1)
+	if v, found, err := unstructured.NestedFieldNoCopy(obj.Object, field.path...); err != nil {
+		return 0, nil, err
+	} else if found && v != nil {
+		n, ok := asInt64(v)
+		if !ok || n < 0 || n > math.MaxInt32 {
+			return 0, nil, fmt.Errorf("%s: %v is not a replica count", joinPath(field.path), v)
+		}
+		replicas = n
+	}
+	podSpec, found, err := unstructured.NestedMap(obj.Object, field.podTemplate...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", joinPath(field.podTemplate), err)
+	}
+	if !found {
+		return int32(replicas), nil, nil
+	}
+	var spec corev1.PodSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(podSpec, &spec); err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", joinPath(field.podTemplate), err)
+	}
+	requests := podRequests(&spec)
+	if len(requests) == 0 {
+		return int32(replicas), nil, nil
+	}
+	return int32(replicas), &workv1alpha1.ReplicaRequirements{ResourceRequest: requests}, nil
+}
+
+// podRequests is what one pod requests: its containers' sum, or the
+// largest init container when that is more (the kube-scheduler's rule).
+func podRequests(spec *corev1.PodSpec) corev1.ResourceList {
+	sum := corev1.ResourceList{}
+	for _, c := range spec.Containers {
+		for name, q := range c.Resources.Requests {
+			cur := sum[name]
+			cur.Add(q)
+			sum[name] = cur
+		}
+	}
+	for _, c := range spec.InitContainers {
+		for name, q := range c.Resources.Requests {
+			if cur, ok := sum[name]; !ok || q.Cmp(cur) > 0 {
+				sum[name] = q.DeepCopy()
+			}
+		}
+	}
+	for name, q := range sum {
+		if q.IsZero() {
+			delete(sum, name)
+		}
+	}
+	return sum
+}
+
+// ReviseReplica sets obj's replica count to n, for kinds that have one.
+func ReviseReplica(obj *unstructured.Unstructured, n int32) error {
+	field, ok := replicaKinds[obj.GroupVersionKind().GroupKind()]
+	if !ok {
+		return nil
+	}
+	return unstructured.SetNestedField(obj.Object, int64(n), field.path...)
+}
+
+// aggregatedFields are the status counters summed over the members.
+var aggregatedFields = map[string][]string{
+	"Deployment":  {"replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"},
+	"StatefulSet": {"replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "currentReplicas"},
+	"ReplicaSet":  {"replicas", "readyReplicas", "availableReplicas", "fullyLabeledReplicas"},
+	"DaemonSet": {"currentNumberScheduled", "desiredNumberScheduled", "numberAvailable", "numberMisscheduled",
+		"numberReady", "updatedNumberScheduled", "numberUnavailable"},
+	"Job": {"active", "succeeded", "failed", "ready"},
+}
+
+// AggregateStatus sums the members' reported statuses of a workload into
+// one, as `kubectl get` on a single cluster would show it: replica counters
+// for workloads, the load balancer ingress of Services and Ingresses. Other
+// kinds (and no status at all) give nil. Statuses that are not JSON objects
+// are skipped.
+func AggregateStatus(kind string, statuses []*runtime.RawExtension) (*runtime.RawExtension, error) {
+	var decoded []map[string]any
+	for _, s := range statuses {
+		if s == nil || len(s.Raw) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(s.Raw, &m); err != nil || m == nil {
+			continue
+		}
+		decoded = append(decoded, m)
+	}
+	if len(decoded) == 0 {
+		return nil, nil
+	}
+	out := map[string]any{}
+	if fields, ok := aggregatedFields[kind]; ok {
+		for _, f := range fields {
+			var sum int64
+			seen := false
+			for _, m := range decoded {
+				if n, ok := asInt64(m[f]); ok {
+					sum += n
+					seen = true
+				}
+			}
+			if seen {
+				out[f] = sum
+			}
+		}
+	} else if kind == "Service" || kind == "Ingress" {
+		var ingress []any
+		for _, m := range decoded {
+			lb, _ := m["loadBalancer"].(map[string]any)
+			if items, ok := lb["ingress"].([]any); ok {
+				ingress = append(ingress, items...)
+			}
+		}
+		if len(ingress) > 0 {
+			out["loadBalancer"] = map[string]any{"ingress": ingress}
+		}
+	} else {
+		return nil, nil
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return &runtime.RawExtension{Raw: raw}, nil
+}
+
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case float64:
+		if n != math.Trunc(n) || math.Abs(n) > 1<<53 {
+			return 0, false
+		}
+		return int64(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	default:
+		return 0, false
+	}
+}
+
+func joinPath(p []string) string {
+	s := ""
+	for _, e := range p {
+		s += "." + e
+	}
+	return s
+}

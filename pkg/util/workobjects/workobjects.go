@@ -1,0 +1,259 @@
+// Package workobjects lets the hub's propagation controllers treat the
+// namespaced and cluster-scoped kinds of templates and bindings alike:
+// ClusterResourceTemplate and ClusterResourceBinding share their spec and
+// status types with ResourceTemplate and ResourceBinding, so each is handled
+// as its namespaced twin with an empty namespace, and converted back at the
+// client. Keys are cache.MetaNamespaceKeyFunc keys: "namespace/name" for the
+// namespaced kind, "name" for the cluster-scoped one.
+package workobjects
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
+)
+
+// Labels and annotations of the propagation path.
+const (
+	// LabelBindingUID on a Work names the UID of the binding it renders;
+	// the hub indexes Works by it.
+	LabelBindingUID = "work.flotilla.io/binding-uid"
+	// AnnotationBindingNamespace and AnnotationBindingName on a Work name
+	// its binding (namespace empty for a ClusterResourceBinding).
+	AnnotationBindingNamespace = "work.flotilla.io/binding-namespace"
+	AnnotationBindingName      = "work.flotilla.io/binding-name"
+	// AnnotationCluster on a Work names the cluster it is for.
+	AnnotationCluster = "work.flotilla.io/cluster"
+
+	// LabelPropagationPolicyNamespace / Name and
+	// LabelClusterPropagationPolicyName on a binding name the policy that
+	// selected its template.
+	LabelPropagationPolicyNamespace   = "propagationpolicy.flotilla.io/namespace"
+	LabelPropagationPolicyName        = "propagationpolicy.flotilla.io/name"
+	LabelClusterPropagationPolicyName = "clusterpropagationpolicy.flotilla.io/name"
+
+	// BindingFinalizer holds a binding until its Works are being deleted.
+	BindingFinalizer = "flotilla.io/binding-controller"
+
+	// TemplateConditionPropagated says whether a policy selects the template.
+	TemplateConditionPropagated = "Propagated"
+)
+
+// BindingName is the binding of a template's object: "<name>-<kind>".
+func BindingName(kind, name string) string {
+	return strings.ToLower(name + "-" + kind)
+}
+
+// WorkName names a binding's Work in a cluster namespace: the binding's name
+// (cut to stay a valid name) and a short hash of its namespace and name, as
+// bindings of several namespaces share one cluster namespace.
+func WorkName(bindingNamespace, bindingName string) string {
+	sum := sha256.Sum256([]byte(bindingNamespace + "/" + bindingName))
+	name := bindingName
+	if len(name) > 200 {
+		name = strings.TrimRight(name[:200], "-.")
+	}
+	return name + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// Key is the queue key of a template or binding.
+func Key(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// Object returns the template's embedded object, defaulting its namespace
+// to the template's. A manifest that does not parse is a clear error.
+func Object(t *workv1alpha1.ResourceTemplate) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	if len(t.Spec.Manifest.Raw) == 0 {
+		return nil, fmt.Errorf("spec.manifest is empty")
+	}
+	if err := obj.UnmarshalJSON(t.Spec.Manifest.Raw); err != nil {
+		return nil, fmt.Errorf("spec.manifest is not a Kubernetes object: %w", err)
+	}
+	if t.Namespace != "" && obj.GetNamespace() == "" {
+		obj.SetNamespace(t.Namespace)
+	}
+	return obj, nil
+}
+
+// FromClusterTemplate views a ClusterResourceTemplate as a ResourceTemplate
+// without namespace.
+func FromClusterTemplate(c *workv1alpha1.ClusterResourceTemplate) *workv1alpha1.ResourceTemplate {
+	return &workv1alpha1.ResourceTemplate{TypeMeta: metav1.TypeMeta{APIVersion: workv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterResourceTemplate"},
+		ObjectMeta: c.ObjectMeta, Spec: c.Spec, Status: c.Status}
+}
+
+// FromClusterBinding views a ClusterResourceBinding as a ResourceBinding
+// without namespace.
+func FromClusterBinding(c *workv1alpha1.ClusterResourceBinding) *workv1alpha1.ResourceBinding {
+	return &workv1alpha1.ResourceBinding{TypeMeta: metav1.TypeMeta{APIVersion: workv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterResourceBinding"},
+		ObjectMeta: c.ObjectMeta, Spec: c.Spec, Status: c.Status}
+}
+
+func toClusterBinding(b *workv1alpha1.ResourceBinding) *workv1alpha1.ClusterResourceBinding {
+	return &workv1alpha1.ClusterResourceBinding{ObjectMeta: b.ObjectMeta, Spec: b.Spec, Status: b.Status}
+}
+
+func toClusterTemplate(t *workv1alpha1.ResourceTemplate) *workv1alpha1.ClusterResourceTemplate {
+	return &workv1alpha1.ClusterResourceTemplate{ObjectMeta: t.ObjectMeta, Spec: t.Spec, Status: t.Status}
+}
+
+// Templates reads and writes both template kinds.
+type Templates struct {
+	Client        flotillaclient.Interface
+	Namespaced    worklisters.ResourceTemplateLister
+	ClusterScoped worklisters.ClusterResourceTemplateLister
+}
+
+// Get returns the template of key from the cache (a copy of it is the
+// caller's to change only after DeepCopy).
+func (t *Templates) Get(key string) (*workv1alpha1.ResourceTemplate, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if ns == "" {
+		c, err := t.ClusterScoped.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return FromClusterTemplate(c), nil
+	}
+	return t.Namespaced.ResourceTemplates(ns).Get(name)
+}
+
+// UpdateStatus writes a template's status.
+func (t *Templates) UpdateStatus(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate) error {
+	var err error
+	if tmpl.Namespace == "" {
+		_, err = t.Client.WorkV1alpha1().ClusterResourceTemplates().UpdateStatus(ctx, toClusterTemplate(tmpl), metav1.UpdateOptions{})
+	} else {
+		_, err = t.Client.WorkV1alpha1().ResourceTemplates(tmpl.Namespace).UpdateStatus(ctx, tmpl, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// Bindings reads and writes both binding kinds.
+type Bindings struct {
+	Client        flotillaclient.Interface
+	Namespaced    worklisters.ResourceBindingLister
+	ClusterScoped worklisters.ClusterResourceBindingLister
+}
+
+// Get returns the binding of key from the cache.
+func (b *Bindings) Get(key string) (*workv1alpha1.ResourceBinding, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if ns == "" {
+		c, err := b.ClusterScoped.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return FromClusterBinding(c), nil
+	}
+	return b.Namespaced.ResourceBindings(ns).Get(name)
+}
+
+// Create creates a binding.
+func (b *Bindings) Create(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
+	var err error
+	if rb.Namespace == "" {
+		_, err = b.Client.WorkV1alpha1().ClusterResourceBindings().Create(ctx, toClusterBinding(rb), metav1.CreateOptions{})
+	} else {
+		_, err = b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).Create(ctx, rb, metav1.CreateOptions{})
+	}
+	return err
+}
+
+// Update writes a binding's metadata and spec, and returns what was stored.
+func (b *Bindings) Update(ctx context.Context, rb *workv1alpha1.ResourceBinding) (*workv1alpha1.ResourceBinding, error) {
+	if rb.Namespace == "" {
+		out, err := b.Client.WorkV1alpha1().ClusterResourceBindings().Update(ctx, toClusterBinding(rb), metav1.UpdateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return FromClusterBinding(out), nil
+	}
+	return b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).Update(ctx, rb, metav1.UpdateOptions{})
+}
+
+// UpdateStatus writes a binding's status.
+func (b *Bindings) UpdateStatus(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
+	var err error
+	if rb.Namespace == "" {
+		_, err = b.Client.WorkV1alpha1().ClusterResourceBindings().UpdateStatus(ctx, toClusterBinding(rb), metav1.UpdateOptions{})
+	} else {
+		_, err = b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).UpdateStatus(ctx, rb, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// Delete deletes a binding.
+func (b *Bindings) Delete(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}
+	if rb.Namespace == "" {
+		return b.Client.WorkV1alpha1().ClusterResourceBindings().Delete(ctx, rb.Name, opts)
+	}
+	return b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).Delete(ctx, rb.Name, opts)
+}
+
+// EnqueueKey returns an event handler function that adds the key of a
+// template or binding object (of either kind, or a tombstone) to add.
+func EnqueueKey(add func(string)) func(obj any) {
+	return func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			add(Key(m))
+		}
+	}
+}
+
+// OwnerTemplateIndex indexes bindings by the key of the template that
+// controls them.
+const OwnerTemplateIndex = "byOwnerTemplate"
+
+// OwnerTemplateKey is the OwnerTemplateIndex function.
+func OwnerTemplateKey(obj any) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || (ref.Kind != "ResourceTemplate" && ref.Kind != "ClusterResourceTemplate") {
+		return nil, nil
+	}
+	if m.GetNamespace() == "" {
+		return []string{ref.Name}, nil
+	}
+	return []string{m.GetNamespace() + "/" + ref.Name}, nil
+}
+
+// AddOwnerTemplateIndex adds OwnerTemplateIndex to binding informers that
+// lack it (several controllers share them).
+func AddOwnerTemplateIndex(informers ...cache.SharedIndexInformer) {
+	for _, inf := range informers {
+		if _, ok := inf.GetIndexer().GetIndexers()[OwnerTemplateIndex]; ok {
+			continue
+		}
+		utilruntime.Must(inf.AddIndexers(cache.Indexers{OwnerTemplateIndex: OwnerTemplateKey}))
+	}
+}
