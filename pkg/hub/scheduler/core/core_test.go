@@ -252,8 +252,8 @@ func TestSchedule(t *testing.T) {
 			want:     targets("member1", 2, "member2", 2),
 		},
 		{
-			name: "static weights naming no feasible cluster fall back to equal weights",
-			spec: workv1alpha1.ResourceBindingSpec{Replicas: 4, Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"gone": 3})}},
+			name:     "static weights naming no feasible cluster fall back to equal weights",
+			spec:     workv1alpha1.ResourceBindingSpec{Replicas: 4, Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"gone": 3})}},
 			clusters: clusters("member1", "member2"),
 			want:     targets("member1", 2, "member2", 2),
 		},
