@@ -9,11 +9,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -27,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 )
@@ -43,9 +41,7 @@ func main() {
 	grace := flag.Duration("grace", 40*time.Second, "the hub's --cluster-monitor-grace-period")
 	steady := flag.Duration("steady", 60*time.Second, "steady-state measuring window")
 	flag.Parse()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: *hubContext}).ClientConfig()
+	cfg, err := benchutil.HubConfig(*kubeconfig, *hubContext)
 	if err == nil {
 		err = run(cfg, *hubMetrics, *count, *stopShare, *interval, *grace, *steady)
 	}
@@ -66,7 +62,7 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 	}
 
 	start := time.Now()
-	parallel(names, 20, func(name string) {
+	benchutil.Parallel(names, 20, func(name string) {
 		_, _ = flotilla.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"flotilla.io/bench": "clusters"}},
 			Spec:       clusterv1alpha1.ClusterSpec{SyncMode: clusterv1alpha1.Pull, Region: "bench"}}, metav1.CreateOptions{})
@@ -82,28 +78,11 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 		stops[name] = stop
 		go func() {
 			time.Sleep(time.Duration(i) * interval / time.Duration(count)) // spread the fleet over the interval
-			leases := kube.CoordinationV1().Leases("flotilla-es-" + name)
-			wait.UntilWithContext(rctx, func(ctx context.Context) {
-				l, err := leases.Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				l.Spec.RenewTime = &metav1.MicroTime{Time: now}
-				if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-					return
-				}
+			benchutil.SimulateAgent(rctx, kube, flotilla, name, interval, func(at time.Time) {
 				mu.Lock()
-				lastRenew[name] = now
+				lastRenew[name] = at
 				mu.Unlock()
-				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
-				if err != nil || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
-					return
-				}
-				meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
-					Status: metav1.ConditionTrue, Reason: clusterv1alpha1.ClusterReasonReady, Message: "simulated"})
-				_, _ = flotilla.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
-			}, interval)
+			})
 		}()
 	}
 
@@ -127,13 +106,13 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 
 	time.Sleep(2*interval + 5*time.Second) // settle: every Lease renewed, every cluster Ready, taints and guard quiet
 
-	before, err := scrape(hubMetrics)
+	before, err := benchutil.Scrape(hubMetrics)
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
 	time.Sleep(steady)
-	after, err := scrape(hubMetrics)
+	after, err := benchutil.Scrape(hubMetrics)
 	if err != nil {
 		return err
 	}
@@ -212,59 +191,4 @@ loop:
 	}
 	fmt.Fprintln(os.Stderr, "deleting the simulated Clusters (the hub tears down their namespaces)…")
 	return flotilla.ClusterV1alpha1().Clusters().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "flotilla.io/bench=clusters"})
-}
-
-func parallel(names []string, workers int, f func(string)) {
-	ch := make(chan string)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range ch {
-				f(n)
-			}
-		}()
-	}
-	for _, n := range names {
-		ch <- n
-	}
-	close(ch)
-	wg.Wait()
-}
-
-// scrape reads the hub's CPU, memory and write requests (non-GET rest client
-// requests, in total and by the hub's client) from its /metrics.
-func scrape(addr string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) < 2 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, "process_cpu_seconds_total "), strings.HasPrefix(line, "process_resident_memory_bytes "):
-			out[fields[0]] = v
-		case strings.HasPrefix(line, "rest_client_requests_total{") && !strings.Contains(line, `method="GET"`):
-			out["writes"] += v
-		case strings.HasPrefix(line, "flotilla_api_requests_total{") && !strings.Contains(line, `method="GET"`):
-			if _, rest, ok := strings.Cut(line, `client="`); ok {
-				client, _, _ := strings.Cut(rest, `"`)
-				out["writes by "+client] += v
-			}
-		}
-	}
-	return out, sc.Err()
 }
