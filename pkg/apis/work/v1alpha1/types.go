@@ -41,6 +41,8 @@ type Manifest struct {
 // +kubebuilder:printcolumn:name="KIND",type=string,JSONPath=`.spec.manifest.kind`
 // +kubebuilder:printcolumn:name="SCHEDULED",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`
 // +kubebuilder:printcolumn:name="FULLYAPPLIED",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`
+// +kubebuilder:printcolumn:name="REPLICAS",type=integer,JSONPath=`.status.workloadStatus.replicas`
+// +kubebuilder:printcolumn:name="AVAILABLE",type=integer,JSONPath=`.status.workloadStatus.availableReplicas`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ResourceTemplate holds a namespaced object to run on member clusters. The
@@ -79,6 +81,8 @@ type ResourceTemplateList struct {
 // +kubebuilder:printcolumn:name="KIND",type=string,JSONPath=`.spec.manifest.kind`
 // +kubebuilder:printcolumn:name="SCHEDULED",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`
 // +kubebuilder:printcolumn:name="FULLYAPPLIED",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`
+// +kubebuilder:printcolumn:name="REPLICAS",type=integer,JSONPath=`.status.workloadStatus.replicas`
+// +kubebuilder:printcolumn:name="AVAILABLE",type=integer,JSONPath=`.status.workloadStatus.availableReplicas`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ClusterResourceTemplate holds a cluster-scoped object (a Namespace,
