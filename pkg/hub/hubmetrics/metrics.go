@@ -30,6 +30,9 @@ type Metrics struct {
 	ScheduleAttempts *prometheus.CounterVec
 	// ScheduleLatency is the time one scheduling decision takes.
 	ScheduleLatency *prometheus.HistogramVec
+	// E2ESchedulingLatency is the time from dequeuing a binding to its
+	// result written (decision plus API writes).
+	E2ESchedulingLatency *prometheus.HistogramVec
 	// WorkOperations counts Works created, updated and deleted.
 	WorkOperations *prometheus.CounterVec
 	// BindingSyncLatency is the time one binding sync takes, by result.
@@ -55,15 +58,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		ScheduleAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
 			Name: "schedule_attempts_total", Help: "Scheduling decisions by result and schedule type."}, []string{"result", "schedule_type"}),
 		ScheduleLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
-			Name: "scheduling_algorithm_duration_seconds", Help: "Time one scheduling decision takes, by schedule type.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"schedule_type"}),
+			Name: "scheduling_algorithm_duration_seconds", Help: "Time one scheduling decision takes, by result and schedule type.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"result", "schedule_type"}),
+		E2ESchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
+			Name: "e2e_scheduling_duration_seconds", Help: "Time from taking a binding off the queue to its result written, by result and schedule type.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"result", "schedule_type"}),
 		WorkOperations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "work_operations_total", Help: "Works created, updated and deleted by the binding controller."}, []string{"operation"}),
 		BindingSyncLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "sync_duration_seconds", Help: "Time one binding sync takes, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"result"}),
 	}
-	reg.MustRegister(m.ScheduleAttempts, m.ScheduleLatency, m.WorkOperations, m.BindingSyncLatency)
+	reg.MustRegister(m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
 	return m
 }

@@ -258,14 +258,23 @@ func tooFewClusters(spec *workv1alpha1.ResourceBindingSpec) bool {
 	return false
 }
 
-func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.ResourceBinding, clusters []*clusterv1alpha1.Cluster, scheduleType string) error {
+func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.ResourceBinding, clusters []*clusterv1alpha1.Cluster, scheduleType string) (err error) {
 	logger := klog.FromContext(ctx).WithValues("binding", workobjects.Key(binding), "scheduleType", scheduleType)
 	now := c.opts.Clock.Now()
 	start := time.Now()
-	result, err := core.Schedule(core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
+	result, decideErr := core.Schedule(core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
 		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL})
-	c.observe(scheduleType, start, err)
-	if err != nil {
+	decided := time.Now()
+	defer func() {
+		// An unschedulable binding returns nil (nothing to retry); the
+		// metric still counts it as unschedulable.
+		outcome := err
+		if decideErr != nil {
+			outcome = decideErr
+		}
+		c.observe(scheduleType, start, decided, outcome)
+	}()
+	if err := decideErr; err != nil {
 		var fit *core.FitError
 		reason := ReasonSchedulerError
 		if errors.As(err, &fit) {
@@ -306,7 +315,9 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		"scheduled to "+describe(result.Clusters), scheduledAt, result.AffinityName)
 }
 
-func (c *Controller) observe(scheduleType string, start time.Time, err error) {
+// observe records one scheduling attempt: the decision's duration
+// (decided) and, once the result is written, the whole attempt's.
+func (c *Controller) observe(scheduleType string, start, decided time.Time, err error) {
 	m := c.opts.Metrics
 	if m == nil {
 		return
@@ -320,7 +331,8 @@ func (c *Controller) observe(scheduleType string, start time.Time, err error) {
 		result = "error"
 	}
 	m.ScheduleAttempts.WithLabelValues(result, scheduleType).Inc()
-	m.ScheduleLatency.WithLabelValues(scheduleType).Observe(time.Since(start).Seconds())
+	m.ScheduleLatency.WithLabelValues(result, scheduleType).Observe(decided.Sub(start).Seconds())
+	m.E2ESchedulingLatency.WithLabelValues(result, scheduleType).Observe(time.Since(start).Seconds())
 }
 
 func (c *Controller) event(binding *workv1alpha1.ResourceBinding, eventType, reason, msg string) {
