@@ -7,6 +7,7 @@
 package binding
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -236,7 +237,9 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	}
 	overrideErrs, err := c.syncWorks(ctx, binding, obj)
 	if err != nil {
-		c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
+		if !apierrors.IsConflict(err) {
+			c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
+		}
 		return err
 	}
 	if err := c.deleteUntargetedWorks(ctx, binding); err != nil {
@@ -389,7 +392,9 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 			Workload:                    workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
 			SuspendDispatching:          suspended(binding.Spec.Suspension, cluster.Name),
 			PreserveResourcesOnDeletion: binding.Spec.PreserveResourcesOnDeletion,
-			ConflictResolution:          binding.Spec.ConflictResolution,
+			// The CRD's defaults, spelled out so a stored Work compares equal.
+			ApplyStrategy:      workv1alpha1.ApplyStrategyServerSideApply,
+			ConflictResolution: cmp.Or(binding.Spec.ConflictResolution, policyv1alpha1.ConflictAbort),
 		},
 	}, nil
 }
@@ -451,7 +456,7 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) er
 	if _, ok := want.Annotations[overrides.AnnotationAppliedOverrides]; !ok {
 		delete(updated.Annotations, overrides.AnnotationAppliedOverrides)
 	}
-	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.ObjectMeta, current.ObjectMeta) {
+	if sameSpec(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.ObjectMeta, current.ObjectMeta) {
 		return nil
 	}
 	if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
@@ -459,6 +464,23 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) er
 	}
 	c.count("update")
 	return nil
+}
+
+// sameSpec compares Work specs with the manifests compared as JSON values:
+// the apiserver may store the same manifest with different bytes.
+func sameSpec(a, b workv1alpha1.WorkSpec) bool {
+	am, bm := a.Workload.Manifests, b.Workload.Manifests
+	if len(am) != len(bm) {
+		return false
+	}
+	for i := range am {
+		var av, bv any
+		if json.Unmarshal(am[i].Raw, &av) != nil || json.Unmarshal(bm[i].Raw, &bv) != nil || !apiequality.Semantic.DeepEqual(av, bv) {
+			return false
+		}
+	}
+	a.Workload, b.Workload = workv1alpha1.WorkloadTemplate{}, workv1alpha1.WorkloadTemplate{}
+	return apiequality.Semantic.DeepEqual(a, b)
 }
 
 // deleteUntargetedWorks deletes the Works of clusters the binding no longer

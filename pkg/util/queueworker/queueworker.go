@@ -5,6 +5,7 @@ package queueworker
 
 import (
 	"context"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,7 +32,12 @@ func next(ctx context.Context, name string, queue workqueue.TypedRateLimitingInt
 	}
 	defer queue.Done(key)
 	if err := sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Sync failed; retrying with backoff", "controller", name, "key", key)
+		if apierrors.IsConflict(err) {
+			// Another writer got there first: routine, retried on fresh state.
+			klog.FromContext(ctx).V(2).Info("Sync conflicted; retrying", "controller", name, "key", key, "err", err)
+		} else {
+			klog.FromContext(ctx).Error(err, "Sync failed; retrying with backoff", "controller", name, "key", key)
+		}
 		queue.AddRateLimited(key)
 		return true
 	}
