@@ -61,6 +61,7 @@ type Options struct {
 
 	ConcurrentResourceTemplateSyncs int
 	ConcurrentResourceBindingSyncs  int
+	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
 }
 
@@ -84,6 +85,7 @@ func NewOptions() *Options {
 
 		ConcurrentResourceTemplateSyncs: 5,
 		ConcurrentResourceBindingSyncs:  5,
+		ConcurrentScheduleSyncs:         4,
 		EvictionHistoryTTL:              10 * time.Minute,
 	}
 }
@@ -106,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Evictions per second while the fleet guard sees a partial disruption.")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel.")
+	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
 }
 
@@ -117,8 +120,8 @@ func (o *Options) Validate() error {
 	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 {
 		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period and the grace periods must be positive")
 	}
-	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.EvictionHistoryTTL < 0 {
-		return fmt.Errorf("--concurrent-resource-template-syncs and --concurrent-resourcebinding-syncs must be positive, --eviction-history-ttl not negative")
+	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
+		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
 	}
 	if o.FailoverEvictionTimeout < 0 {
 		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
@@ -213,9 +216,10 @@ func Run(ctx context.Context, opts *Options) error {
 		}{
 			{lifecycle.Run, opts.ConcurrentClusterSyncs}, {health.Run, opts.ConcurrentClusterSyncs}, {taints.Run, opts.ConcurrentClusterSyncs},
 			{detectorCtl.Run, opts.ConcurrentResourceTemplateSyncs},
-			// One scheduling decision at a time, as Karmada's scheduler: each is
-			// fast, and decisions never race on the same cluster.
-			{schedulerCtl.Run, 1},
+			// Decisions are independent per binding (none reserves capacity
+			// for another), and a decision is ~50µs: the workers exist to
+			// overlap the two API writes each schedule makes.
+			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
 		} {
 			wg.Add(1)

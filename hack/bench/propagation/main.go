@@ -201,7 +201,7 @@ func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error 
 	report(t, t0, createdIn, o, before, after)
 
 	stopAgents()
-	return cleanup(kc, fc, names)
+	return cleanup(kc, fc, names, templates)
 }
 
 func deployment(name, region string) map[string]any {
@@ -300,13 +300,15 @@ func report(t *timings, t0 time.Time, createdIn time.Duration, o options, before
 // cleanup deletes the templates; the simulated clusters have no agent to
 // release their Works' finalizers, so it does that, then deletes the
 // clusters and the namespace.
-func cleanup(kc kubernetes.Interface, fc flotillaclient.Interface, clusters []string) error {
+func cleanup(kc kubernetes.Interface, fc flotillaclient.Interface, clusters, templates []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	fmt.Fprintln(os.Stderr, "cleaning up…")
-	if err := fc.WorkV1alpha1().ResourceTemplates(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return err
-	}
+	// One by one: a DeleteCollection of 10,000 templates outlives the
+	// apiserver's request timeout.
+	benchutil.Parallel(templates, 32, func(name string) {
+		_ = fc.WorkV1alpha1().ResourceTemplates(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
 	release := []byte(`{"metadata":{"finalizers":null}}`)
 	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		benchutil.Parallel(clusters, 10, func(c string) {
