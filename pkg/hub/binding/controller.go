@@ -235,7 +235,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if err != nil {
 		return nil // the detector reports it on the template
 	}
-	overrideErrs, err := c.syncWorks(ctx, binding, obj)
+	overrideErrs, wants, err := c.syncWorks(ctx, binding, obj)
 	if err != nil {
 		if !apierrors.IsConflict(err) {
 			c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
@@ -245,7 +245,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if err := c.deleteUntargetedWorks(ctx, binding); err != nil {
 		return err
 	}
-	return c.updateStatus(ctx, binding, overrideErrs)
+	return c.updateStatus(ctx, binding, overrideErrs, wants)
 }
 
 // finalize deletes a deleted binding's Works, then lets it go. The Works'
@@ -310,11 +310,14 @@ func (c *Controller) count(op string) {
 // syncWorks creates or updates the Work of every target cluster. An
 // override that cannot be applied leaves that cluster's Work as it was
 // and is reported per cluster (it is the user's to fix, not a retry).
-func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]string, error) {
+// It also returns each cluster's wanted Work spec, against which the
+// status of the stored Work is judged.
+func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]string, map[string]*workv1alpha1.WorkSpec, error) {
 	overrideErrs := map[string]string{}
+	wants := map[string]*workv1alpha1.WorkSpec{}
 	clusterPolicies, policies, err := c.overridePolicies(binding.Namespace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, target := range binding.Spec.Clusters {
 		cluster, err := c.clusters.Get(target.Name)
@@ -322,7 +325,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			continue // the scheduler moves the binding off a deleted cluster
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want, err := c.render(binding, obj, cluster, target, clusterPolicies, policies)
 		if err != nil {
@@ -330,11 +333,12 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			c.event(binding, "Warning", EventApplyOverrideFailed, fmt.Sprintf("cluster %s: %v", target.Name, err))
 			continue
 		}
+		wants[target.Name] = &want.Spec
 		if err := c.ensureWork(ctx, want); err != nil {
-			return nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
+			return nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
 		}
 	}
-	return overrideErrs, nil
+	return overrideErrs, wants, nil
 }
 
 func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverridePolicy, []*policyv1alpha1.OverridePolicy, error) {
@@ -512,11 +516,11 @@ func evicting(binding *workv1alpha1.ResourceBinding, cluster string) bool {
 }
 
 // updateStatus sums the target clusters' Works into the binding's status.
-func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]string) error {
+func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]string, wants map[string]*workv1alpha1.WorkSpec) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(binding.Spec.Clusters))
 	for _, target := range binding.Spec.Clusters {
-		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name])
+		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name], wants[target.Name])
 		if item.Health == workv1alpha1.ResourceUnhealthy {
 			item.UnhealthySince = &now
 			if prev := previousItem(binding, target.Name); prev != nil && prev.Health == workv1alpha1.ResourceUnhealthy && prev.UnhealthySince != nil {
@@ -544,10 +548,11 @@ func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1
 }
 
 // clusterStatus reads one cluster's Work. Its status counts for the current
-// binding generation only when the agent has applied the Work's current
-// generation: status from before a change says nothing about the new
-// placement.
-func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster, overrideErr string) workv1alpha1.AggregatedStatusItem {
+// binding generation only when the stored Work is the one wanted now (the
+// informer may not have seen our update yet) and the agent has applied its
+// current generation: status from before a change says nothing about the
+// new placement (the replacement's old 2/2 is not the new 3/3).
+func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster, overrideErr string, want *workv1alpha1.WorkSpec) workv1alpha1.AggregatedStatusItem {
 	item := workv1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: workv1alpha1.ResourceUnknown}
 	if overrideErr != "" {
 		item.AppliedMessage = "override policy failed: " + overrideErr
@@ -569,7 +574,7 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 		return item
 	}
 	item.Applied = true
-	if applied.ObservedGeneration == w.Generation {
+	if applied.ObservedGeneration == w.Generation && (want == nil || sameSpec(w.Spec, *want)) {
 		item.ObservedGeneration = binding.Generation
 	}
 	if len(w.Status.ManifestStatuses) > 0 {
