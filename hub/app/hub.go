@@ -34,8 +34,10 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
+	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
+	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -63,6 +65,10 @@ type Options struct {
 	ConcurrentResourceBindingSyncs  int
 	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
+	// Failover.
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
+	GracefulEvictionTimeout             time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -83,10 +89,13 @@ func NewOptions() *Options {
 		ResourceEvictionRate:      0.5,
 		SecondaryEvictionRate:     0.01,
 
-		ConcurrentResourceTemplateSyncs: 5,
-		ConcurrentResourceBindingSyncs:  5,
-		ConcurrentScheduleSyncs:         4,
-		EvictionHistoryTTL:              10 * time.Minute,
+		ConcurrentResourceTemplateSyncs:     5,
+		ConcurrentResourceBindingSyncs:      5,
+		ConcurrentScheduleSyncs:             4,
+		EvictionHistoryTTL:                  10 * time.Minute,
+		DefaultNotReadyTolerationSeconds:    600,
+		DefaultUnreachableTolerationSeconds: 600,
+		GracefulEvictionTimeout:             10 * time.Minute,
 	}
 }
 
@@ -110,6 +119,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
+	fs.Int64Var(&o.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", o.DefaultNotReadyTolerationSeconds,
+		"How long a workload whose placement has no toleration for the not-ready NoExecute taint stays on such a cluster.")
+	fs.Int64Var(&o.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", o.DefaultUnreachableTolerationSeconds,
+		"How long a workload whose placement has no toleration for the unreachable NoExecute taint stays on such a cluster.")
+	fs.DurationVar(&o.GracefulEvictionTimeout, "graceful-eviction-timeout", o.GracefulEvictionTimeout,
+		"How long an evicted copy is kept at most while the new placement is not healthy, for tasks that set no gracePeriodSeconds.")
 }
 
 // Validate reports every invalid flag at once.
@@ -119,6 +134,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 {
 		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period and the grace periods must be positive")
+	}
+	if o.DefaultNotReadyTolerationSeconds < 0 || o.DefaultUnreachableTolerationSeconds < 0 || o.GracefulEvictionTimeout < 0 {
+		return fmt.Errorf("--default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds and --graceful-eviction-timeout must not be negative")
 	}
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
@@ -205,6 +223,12 @@ func Run(ctx context.Context, opts *Options) error {
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder})
+		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
+			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
+				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
+			Guard: guard, Metrics: hubMetrics, Recorder: recorder})
+		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
+			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Recorder: recorder})
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()
@@ -221,6 +245,7 @@ func Run(ctx context.Context, opts *Options) error {
 			// overlap the two API writes each schedule makes.
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
+			{taintManager.Run, 1}, {evictionCtl.Run, 2},
 		} {
 			wg.Add(1)
 			go func() { defer wg.Done(); ctl.run(ctx, ctl.workers) }()

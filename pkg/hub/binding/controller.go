@@ -319,6 +319,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 	if err != nil {
 		return nil, nil, err
 	}
+	holdNew := c.purgingDirectly(binding)
 	for _, target := range binding.Spec.Clusters {
 		cluster, err := c.clusters.Get(target.Name)
 		if apierrors.IsNotFound(err) {
@@ -334,6 +335,11 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			continue
 		}
 		wants[target.Name] = &want.Spec
+		if holdNew {
+			if _, exists, _ := c.works.GetByKey(want.Namespace + "/" + want.Name); !exists {
+				continue // created once the Directly-evicted copy is gone
+			}
+		}
 		if err := c.ensureWork(ctx, want); err != nil {
 			return nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
 		}
@@ -511,8 +517,36 @@ func targeted(binding *workv1alpha1.ResourceBinding, cluster string) bool {
 	return slices.ContainsFunc(binding.Spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster })
 }
 
+// evicting: the cluster's old copy is kept while a Gracefully or Never
+// eviction task for it lasts. A Directly task's copy goes at once.
 func evicting(binding *workv1alpha1.ResourceBinding, cluster string) bool {
-	return slices.ContainsFunc(binding.Spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == cluster })
+	return slices.ContainsFunc(binding.Spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool {
+		return t.FromCluster == cluster && policyv1alpha1.NormalizePurgeMode(t.PurgeMode) != policyv1alpha1.PurgeModeDirectly
+	})
+}
+
+// purgingDirectly: some Directly-evicted cluster's old Work still exists
+// and its agent can still remove it. New Works wait for it to be gone (the
+// workload must not run twice).
+func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool {
+	for _, t := range binding.Spec.GracefulEvictionTasks {
+		if policyv1alpha1.NormalizePurgeMode(t.PurgeMode) != policyv1alpha1.PurgeModeDirectly {
+			continue
+		}
+		obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(t.FromCluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
+		if !exists {
+			continue
+		}
+		// An unreachable cluster's agent cannot confirm the removal; waiting
+		// for it would leave the workload running nowhere.
+		cluster, err := c.clusters.Get(t.FromCluster)
+		if obj.(*workv1alpha1.Work).DeletionTimestamp != nil && (err != nil ||
+			!meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)) {
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 // updateStatus sums the target clusters' Works into the binding's status.

@@ -33,6 +33,9 @@ type Metrics struct {
 	// E2ESchedulingLatency is the time from dequeuing a binding to its
 	// result written (decision plus API writes).
 	E2ESchedulingLatency *prometheus.HistogramVec
+	// Evictions counts evictions by reason (TaintUntolerated,
+	// ApplicationFailure) and result (evicted, rate_limited, held, error).
+	Evictions *prometheus.CounterVec
 	// WorkOperations counts Works created, updated and deleted.
 	WorkOperations *prometheus.CounterVec
 	// BindingSyncLatency is the time one binding sync takes, by result.
@@ -63,13 +66,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		E2ESchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
 			Name: "e2e_scheduling_duration_seconds", Help: "Time from taking a binding off the queue to its result written, by result and schedule type.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"result", "schedule_type"}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "evictions_total", Help: "Workload evictions from clusters by reason and result (evicted, rate_limited, held by the fleet guard, error)."}, []string{"reason", "result"}),
 		WorkOperations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "work_operations_total", Help: "Works created, updated and deleted by the binding controller."}, []string{"operation"}),
 		BindingSyncLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "sync_duration_seconds", Help: "Time one binding sync takes, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"result"}),
 	}
-	reg.MustRegister(m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
+	reg.MustRegister(m.Evictions, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
 	return m
 }

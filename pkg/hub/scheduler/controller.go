@@ -171,6 +171,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	scheduleType := Trigger(binding, clusters)
 	if scheduleType == "" {
+		if binding.Status.SchedulerObservedGeneration != binding.Generation {
+			// Nothing to move, but say the current spec was seen: the
+			// graceful eviction controller waits for it.
+			updated := binding.DeepCopy()
+			updated.Status.SchedulerObservedGeneration = binding.Generation
+			return c.bindings.UpdateStatus(ctx, updated)
+		}
 		return nil
 	}
 	return c.schedule(ctx, binding, clusters, scheduleType)

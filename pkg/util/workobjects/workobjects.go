@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,3 +258,37 @@ func AddOwnerTemplateIndex(informers ...cache.SharedIndexInformer) {
 		utilruntime.Must(inf.AddIndexers(cache.Indexers{OwnerTemplateIndex: OwnerTemplateKey}))
 	}
 }
+
+// EvictCluster moves task.FromCluster out of spec.clusters into a graceful
+// eviction task (its replicas and the clusters before the failover
+// recorded) and the eviction history. It reports false, changing nothing,
+// when the cluster is not targeted. The scheduler then sees replicas that
+// no longer add up and places them elsewhere; the task keeps the old copy
+// until the graceful eviction controller lets it go.
+func EvictCluster(spec *workv1alpha1.ResourceBindingSpec, task workv1alpha1.GracefulEvictionTask, now metav1.Time) bool {
+	i := slices.IndexFunc(spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == task.FromCluster })
+	if i < 0 {
+		return false
+	}
+	replicas := spec.Clusters[i].Replicas
+	task.Replicas = &replicas
+	task.CreationTimestamp = &now
+	task.ClustersBeforeFailover = nil
+	for _, t := range spec.Clusters {
+		task.ClustersBeforeFailover = append(task.ClustersBeforeFailover, t.Name)
+	}
+	spec.Clusters = slices.Delete(slices.Clone(spec.Clusters), i, i+1)
+	if !slices.ContainsFunc(spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == task.FromCluster }) {
+		spec.GracefulEvictionTasks = append(spec.GracefulEvictionTasks, task)
+	}
+	spec.EvictionHistory = append(spec.EvictionHistory, workv1alpha1.EvictionHistoryEntry{
+		ClusterName: task.FromCluster, Reason: task.Reason, EvictedAt: now})
+	if n := len(spec.EvictionHistory); n > MaxEvictionHistory {
+		spec.EvictionHistory = slices.Clone(spec.EvictionHistory[n-MaxEvictionHistory:])
+	}
+	return true
+}
+
+// MaxEvictionHistory bounds a binding's eviction history: the newest
+// entries are the ones the scheduler's TTL can still care about.
+const MaxEvictionHistory = 16

@@ -1,0 +1,209 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package gracefuleviction ends graceful eviction tasks when it is safe: the
+// old copy of a workload on the cluster it was evicted from stays until the
+// new placement is healthy (or its grace has passed, or, with purgeMode
+// Directly, at once). Ending a task lets the binding controller delete the
+// old Work. See Assess for the rules.
+package gracefuleviction
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+// EventEvictSucceed is recorded on the binding and its template when a task
+// ends and the old copy may go.
+const EventEvictSucceed = "EvictWorkloadFromClusterSucceed"
+
+// Options tune the controller.
+type Options struct {
+	// GracefulEvictionTimeout is the grace of tasks that set none.
+	GracefulEvictionTimeout time.Duration
+	Clock                   clock.Clock
+	Recorder                record.EventRecorder
+}
+
+// Controller ends graceful eviction tasks.
+type Controller struct {
+	opts      Options
+	bindings  *workobjects.Bindings
+	templates *workobjects.Templates
+	works     worklisters.WorkLister
+	clusters  clusterlisters.ClusterLister
+	synced    []cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController wires the controller to factory's informers.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	work := factory.Work().V1alpha1()
+	rb, crb, works := work.ResourceBindings(), work.ClusterResourceBindings(), work.Works()
+	c := &Controller{opts: opts,
+		bindings:  &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		templates: &workobjects.Templates{Client: client, Namespaced: work.ResourceTemplates().Lister(), ClusterScoped: work.ClusterResourceTemplates().Lister()},
+		works:     works.Lister(),
+		clusters:  factory.Cluster().V1alpha1().Clusters().Lister(),
+		synced: []cache.InformerSynced{factory.Cluster().V1alpha1().Clusters().Informer().HasSynced, rb.Informer().HasSynced, crb.Informer().HasSynced, works.Informer().HasSynced,
+			work.ResourceTemplates().Informer().HasSynced, work.ClusterResourceTemplates().Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "graceful-eviction"}),
+	}
+	withTasks := func(obj any) {
+		var spec *workv1alpha1.ResourceBindingSpec
+		switch b := obj.(type) {
+		case *workv1alpha1.ResourceBinding:
+			spec = &b.Spec
+		case *workv1alpha1.ClusterResourceBinding:
+			spec = &b.Spec
+		}
+		if spec != nil && len(spec.GracefulEvictionTasks) > 0 {
+			workobjects.EnqueueKey(c.queue.Add)(obj)
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+		// Status changes matter: they are how the new placement turns healthy.
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: withTasks, UpdateFunc: func(_, n any) { withTasks(n) }})
+	}
+	// A deleted old Work ends a Directly task.
+	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if w, ok := obj.(*workv1alpha1.Work); ok {
+			ns, name := w.Annotations[workobjects.AnnotationBindingNamespace], w.Annotations[workobjects.AnnotationBindingName]
+			if name != "" {
+				c.queue.Add(workobjects.Key(&metav1.ObjectMeta{Namespace: ns, Name: name}))
+			}
+		}
+	}})
+	return c
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("graceful-eviction", ctx.Done(), c.synced...) {
+		return
+	}
+	queueworker.Run(ctx, "graceful-eviction", c.queue, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	binding, err := c.bindings.Get(key)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || binding.DeletionTimestamp != nil || len(binding.Spec.GracefulEvictionTasks) == 0 {
+		return err
+	}
+	now := c.opts.Clock.Now()
+	var keep []workv1alpha1.GracefulEvictionTask
+	type ended struct{ cluster, why string }
+	var done []ended
+	var recheck time.Duration
+	for i := range binding.Spec.GracefulEvictionTasks {
+		task := &binding.Spec.GracefulEvictionTasks[i]
+		a := Assess(task, binding, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
+		if a.Done {
+			done = append(done, ended{task.FromCluster, a.Why})
+			continue
+		}
+		keep = append(keep, *task)
+		if a.Recheck > 0 && (recheck == 0 || a.Recheck < recheck) {
+			recheck = a.Recheck
+		}
+	}
+	if recheck > 0 {
+		c.queue.AddAfter(key, recheck)
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	updated := binding.DeepCopy()
+	updated.Spec.GracefulEvictionTasks = keep
+	if _, err := c.bindings.Update(ctx, updated); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("binding", key)
+	tmpl := c.template(binding)
+	for _, d := range done {
+		logger.Info("Graceful eviction ended", "cluster", d.cluster, "why", d.why)
+		if c.opts.Recorder == nil {
+			continue
+		}
+		msg := "Evicted from cluster " + d.cluster + ": " + d.why
+		c.opts.Recorder.Event(binding, corev1.EventTypeNormal, EventEvictSucceed, msg)
+		if tmpl != nil {
+			c.opts.Recorder.Event(tmpl, corev1.EventTypeNormal, EventEvictSucceed, msg)
+		}
+	}
+	return nil
+}
+
+// oldWorkGone: the evicted cluster's Work no longer exists, or is being
+// deleted on a cluster that is not Ready (its agent cannot confirm; the
+// binding controller does not wait for it either).
+func (c *Controller) oldWorkGone(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	w, err := c.works.Works(clusterlifecycle.Namespace(cluster)).Get(workobjects.WorkName(binding.Namespace, binding.Name))
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if err != nil || w.DeletionTimestamp == nil {
+		return false
+	}
+	cl, err := c.clusters.Get(cluster)
+	return err != nil || !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+}
+
+// template is the binding's owning template, for events; nil if unknown.
+func (c *Controller) template(binding *workv1alpha1.ResourceBinding) *workv1alpha1.ResourceTemplate {
+	keys, _ := workobjects.OwnerTemplateKey(binding)
+	if len(keys) == 0 {
+		return nil
+	}
+	tmpl, err := c.templates.Get(keys[0])
+	if err != nil {
+		return nil
+	}
+	return tmpl
+}
