@@ -36,7 +36,7 @@ func TestAssess(t *testing.T) {
 	// The seed: member1 evicted, member2 now runs all 3.
 	binding := func(schedulerSaw int64, items ...workv1alpha1.AggregatedStatusItem) *workv1alpha1.ResourceBinding {
 		return &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Generation: gen},
-			Spec: workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: []workv1alpha1.TargetCluster{{Name: "member2", Replicas: 3}}},
+			Spec:   workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: []workv1alpha1.TargetCluster{{Name: "member2", Replicas: 3}}},
 			Status: workv1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: schedulerSaw, Conditions: scheduled, AggregatedStatus: items}}
 	}
 	task := func(mode policyv1alpha1.PurgeMode, age time.Duration, grace *int32) *workv1alpha1.GracefulEvictionTask {
