@@ -37,61 +37,20 @@ var _ = Describe("Propagation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "e2e-propagation"
 
-		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		manifest, err := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": map[string]any{"name": "nginx", "labels": map[string]any{"app": "nginx"}},
-			"spec": map[string]any{"replicas": 3, "selector": map[string]any{"matchLabels": map[string]any{"app": "nginx"}},
-				"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "nginx"}},
-					"spec": map[string]any{"containers": []any{map[string]any{"name": "nginx", "image": "nginx"}}}}}})
-		Expect(err).NotTo(HaveOccurred())
-		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: manifest}}}}
-		policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-propagation", Namespace: ns},
-			Spec: policyv1alpha1.PropagationSpec{
-				ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
-				Placement: policyv1alpha1.Placement{
-					ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{m1.Name, m2.Name}},
-					ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
-						ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
-						ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-						WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
-							{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{m1.Name}}, Weight: 1},
-							{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{m2.Name}}, Weight: 2},
-						}},
-					},
-				},
-			}}
-		_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		// Registered first, so it runs last: after the template is gone.
 		DeferCleanup(func(ctx context.Context) {
-			_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "nginx", metav1.DeleteOptions{})
 			for _, member := range []kubernetes.Interface{member1, member2} {
 				Eventually(ctx, func() bool {
 					_, err := member.AppsV1().Deployments(ns).Get(ctx, "nginx", metav1.GetOptions{})
 					return apierrors.IsNotFound(err)
 				}).WithTimeout(60*time.Second).Should(BeTrue(), "deleting the template removes the member Deployments")
 			}
-			_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, policy.Name, metav1.DeleteOptions{})
-			_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		})
+		createSeedNginx(ctx, hub, flotilla, ns, m1.Name, m2.Name)
 
-		runningPods := func(g Gomega, member kubernetes.Interface) int {
-			pods, err := member.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nginx"})
-			g.Expect(err).NotTo(HaveOccurred())
-			n := 0
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-					n++
-				}
-			}
-			return n
-		}
 		eventually(ctx, func(g Gomega) {
-			g.Expect(runningPods(g, member1)).To(Equal(1), "pods on "+m1.Name)
-			g.Expect(runningPods(g, member2)).To(Equal(2), "pods on "+m2.Name)
+			g.Expect(runningPods(ctx, g, member1, ns)).To(Equal(1), "pods on "+m1.Name)
+			g.Expect(runningPods(ctx, g, member2, ns)).To(Equal(2), "pods on "+m2.Name)
 		}).WithTimeout(90 * time.Second).Should(Succeed())
 
 		eventually(ctx, func(g Gomega) {

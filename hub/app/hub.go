@@ -29,6 +29,7 @@ import (
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
+	"github.com/flotilla-io/flotilla/pkg/hub/applicationfailover"
 	"github.com/flotilla-io/flotilla/pkg/hub/binding"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
@@ -227,6 +228,8 @@ func Run(ctx context.Context, opts *Options) error {
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
 			Guard: guard, Metrics: hubMetrics, Recorder: recorder})
+		appFailover := applicationfailover.NewController(clients.flotilla("application-failover"), factory, applicationfailover.Options{
+			Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
 			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Recorder: recorder})
 		factory.Start(ctx.Done())
@@ -245,7 +248,7 @@ func Run(ctx context.Context, opts *Options) error {
 			// overlap the two API writes each schedule makes.
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
-			{taintManager.Run, 1}, {evictionCtl.Run, 2},
+			{taintManager.Run, 1}, {appFailover.Run, 1}, {evictionCtl.Run, 2},
 		} {
 			wg.Add(1)
 			go func() { defer wg.Done(); ctl.run(ctx, ctl.workers) }()

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+// Seed 000: the nginx Deployment, 3 replicas Divided member1:member2 = 1:2.
+// member1 (its apiserver and its agents) stops: Ready goes Unknown, the
+// taints come, the workload is evicted and member2 runs all 3 while the
+// template keeps showing 3/3; when member1 returns its replicas stay on
+// member2 and its leftover copy is removed. The environment runs the hub
+// with FAST=1 (NoExecute 5s after Unknown, default tolerations 5s).
+var _ = Describe("Failover", func() {
+	It("moves the seed's nginx off a stopped member1 to member2 and cleans member1 up when it returns (seed 000)", func(ctx SpecContext) {
+		cfg, err := env.RestConfig(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		flotilla, err := flotillaclient.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		hub, err := env.Kube(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		m1, m2 := env.Members[0], env.Members[1]
+		member1, err := env.Kube(m1.Context)
+		Expect(err).NotTo(HaveOccurred())
+		member2, err := env.Kube(m2.Context)
+		Expect(err).NotTo(HaveOccurred())
+		const ns = "e2e-failover"
+		createSeedNginx(ctx, hub, flotilla, ns, m1.Name, m2.Name)
+
+		eventually(ctx, func(g Gomega) {
+			g.Expect(runningPods(ctx, g, member1, ns)).To(Equal(1))
+			g.Expect(runningPods(ctx, g, member2, ns)).To(Equal(2))
+		}).WithTimeout(90 * time.Second).Should(Succeed())
+
+		// Stop member1: its agents, then its apiserver.
+		for _, a := range m1.Agents {
+			Expect(env.Ctl(ctx, "stop", a)).To(Succeed())
+		}
+		Expect(env.Ctl(ctx, "stop-cluster", env.ClusterName(m1))).To(Succeed())
+		restarted := false
+		restart := func(ctx context.Context) {
+			if restarted {
+				return
+			}
+			restarted = true
+			Expect(env.Ctl(ctx, "start-cluster", env.ClusterName(m1))).To(Succeed())
+			for _, a := range m1.Agents {
+				Expect(env.Ctl(ctx, "start", a)).To(Succeed())
+			}
+		}
+		DeferCleanup(restart)
+
+		// Lease grace (40s) → Unknown → NoExecute (5s) → toleration (5s) →
+		// eviction → member2 scheduled 3 → 3 pods Running there.
+		Eventually(ctx, func(g Gomega) {
+			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m2.Name, Replicas: 3}}))
+			g.Expect(rb.Spec.EvictionHistory).NotTo(BeEmpty())
+			g.Expect(rb.Spec.EvictionHistory[0].ClusterName).To(Equal(m1.Name))
+			g.Expect(rb.Spec.EvictionHistory[0].Reason).To(Equal(workv1alpha1.EvictionReasonTaintUntolerated))
+			g.Expect(runningPods(ctx, g, member2, ns)).To(Equal(3))
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Spec.Taints).To(ContainElement(HaveField("Effect", corev1.TaintEffectNoExecute)))
+
+		// The template keeps showing 3/3, now all from member2.
+		eventually(ctx, func(g Gomega) {
+			tmpl, err := flotilla.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(availableReplicas(g, tmpl)).To(Equal("3"))
+		}).WithTimeout(90 * time.Second).Should(Succeed())
+		// member1's Work is still there: its agent is gone, so nothing can
+		// confirm the removal (or the graceful task still holds it).
+		_, err = flotilla.WorkV1alpha1().Works("flotilla-es-"+m1.Name).Get(ctx, workobjects.WorkName(ns, "nginx-deployment"), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "member1's Work must survive while member1 is away")
+
+		// member1 returns: the replicas stay on member2, and member1's Work
+		// and Deployment are deleted.
+		restart(ctx)
+		Eventually(ctx, func(g Gomega) {
+			_, err := flotilla.WorkV1alpha1().Works("flotilla-es-"+m1.Name).Get(ctx, workobjects.WorkName(ns, "nginx-deployment"), metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "member1's Work is deleted")
+			_, err = member1.AppsV1().Deployments(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "member1's Deployment is deleted")
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m2.Name, Replicas: 3}}), "replicas are not moved back")
+		Expect(rb.Spec.GracefulEvictionTasks).To(BeEmpty())
+		// Leave member1 Ready for the specs after this one.
+		Eventually(ctx, func() bool {
+			c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1.Name, metav1.GetOptions{})
+			return err == nil && len(c.Spec.Taints) == 0
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeTrue())
+	})
+})
+
+// createSeedNginx creates namespace ns on the hub with the seed's nginx
+// template and its policy (3 replicas Divided first:second = 1:2), and
+// registers their removal.
+func createSeedNginx(ctx context.Context, hub kubernetes.Interface, flotilla flotillaclient.Interface, ns, first, second string) {
+	_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	manifest, err := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "nginx", "labels": map[string]any{"app": "nginx"}},
+		"spec": map[string]any{"replicas": 3, "selector": map[string]any{"matchLabels": map[string]any{"app": "nginx"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "nginx"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "nginx", "image": "nginx"}}}}}})
+	Expect(err).NotTo(HaveOccurred())
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-propagation", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			Placement: policyv1alpha1.Placement{
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{first, second}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+					ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+					WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
+						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{first}}, Weight: 1},
+						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{second}}, Weight: 2},
+					}},
+				},
+			},
+		}}
+	_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: manifest}}}}
+	_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx context.Context) {
+		_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "nginx", metav1.DeleteOptions{})
+		Eventually(ctx, func() bool {
+			_, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
+		_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, policy.Name, metav1.DeleteOptions{})
+		_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+}
+
+// runningPods counts the Running, not deleting, app=nginx pods of ns.
+func runningPods(ctx context.Context, g Gomega, member kubernetes.Interface, ns string) int {
+	pods, err := member.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nginx"})
+	g.Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// availableReplicas is the template's summed availableReplicas.
+func availableReplicas(g Gomega, tmpl *workv1alpha1.ResourceTemplate) string {
+	g.Expect(tmpl.Status.WorkloadStatus).NotTo(BeNil())
+	var st map[string]any
+	g.Expect(json.Unmarshal(tmpl.Status.WorkloadStatus.Raw, &st)).To(Succeed())
+	return fmt.Sprint(st["availableReplicas"])
+}
