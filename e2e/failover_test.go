@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -116,6 +118,35 @@ var _ = Describe("Failover", func() {
 // template and its policy (3 replicas Divided first:second = 1:2), and
 // registers their removal.
 func createSeedNginx(ctx context.Context, hub kubernetes.Interface, flotilla flotillaclient.Interface, ns, first, second string) {
+	createNginx(ctx, hub, flotilla, ns, policyv1alpha1.PropagationSpec{Placement: weightedPlacement(map[string]int64{first: 1, second: 2})})
+}
+
+// weightedPlacement is a Divided placement over the weighted clusters.
+func weightedPlacement(weights map[string]int64) policyv1alpha1.Placement {
+	p := policyv1alpha1.Placement{
+		ClusterAffinity: &policyv1alpha1.ClusterAffinity{},
+		ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+			ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+			ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+			WeightPreference:          &policyv1alpha1.ClusterPreferences{},
+		},
+	}
+	for _, name := range slices.Sorted(maps.Keys(weights)) {
+		p.ClusterAffinity.ClusterNames = append(p.ClusterAffinity.ClusterNames, name)
+		if weights[name] > 0 {
+			p.ReplicaScheduling.WeightPreference.StaticWeightList = append(p.ReplicaScheduling.WeightPreference.StaticWeightList,
+				policyv1alpha1.StaticClusterWeight{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{name}}, Weight: weights[name]})
+		}
+	}
+	return p
+}
+
+// createNginx creates namespace ns on the hub with the seed's nginx
+// Deployment (3 replicas, app=nginx) as a template, a policy with spec
+// (selecting it) and the given OverridePolicies, and registers their
+// removal.
+func createNginx(ctx context.Context, hub kubernetes.Interface, flotilla flotillaclient.Interface, ns string,
+	spec policyv1alpha1.PropagationSpec, overrides ...*policyv1alpha1.OverridePolicy) {
 	_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	manifest, err := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
@@ -124,23 +155,15 @@ func createSeedNginx(ctx context.Context, hub kubernetes.Interface, flotilla flo
 			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "nginx"}},
 				"spec": map[string]any{"containers": []any{map[string]any{"name": "nginx", "image": "nginx"}}}}}})
 	Expect(err).NotTo(HaveOccurred())
-	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-propagation", Namespace: ns},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
-			Placement: policyv1alpha1.Placement{
-				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{first, second}},
-				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
-					ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
-					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-					WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
-						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{first}}, Weight: 1},
-						{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{second}}, Weight: 2},
-					}},
-				},
-			},
-		}}
+	spec.ResourceSelectors = []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx-propagation", Namespace: ns}, Spec: spec}
 	_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+	for _, op := range overrides {
+		op.Namespace = ns
+		_, err = flotilla.PolicyV1alpha1().OverridePolicies(ns).Create(ctx, op, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
 		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: manifest}}}}
 	_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
@@ -152,6 +175,9 @@ func createSeedNginx(ctx context.Context, hub kubernetes.Interface, flotilla flo
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
 		_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, policy.Name, metav1.DeleteOptions{})
+		for _, op := range overrides {
+			_ = flotilla.PolicyV1alpha1().OverridePolicies(ns).Delete(ctx, op.Name, metav1.DeleteOptions{})
+		}
 		_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 }

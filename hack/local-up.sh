@@ -143,9 +143,9 @@ if [ "$FAST" = 1 ]; then
 	hub_flags+=(--leader-elect-lease-duration=4s --leader-elect-renew-deadline=3s --leader-elect-retry-period=1s)
 	# Failover in seconds, not minutes: NoExecute 5s after a cluster goes
 	# Unknown/False, workloads without their own toleration leave 5s later,
-	# an unhealthy replacement gets 60s before the old copy goes.
+	# an unhealthy replacement gets 30s before the old copy goes.
 	hub_flags+=(--failover-eviction-timeout=5s --default-not-ready-toleration-seconds=5
-		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=60s)
+		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=30s)
 fi
 
 hub_kubeconfig=$STATE_DIR/hub.kubeconfig
