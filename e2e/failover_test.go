@@ -27,7 +27,7 @@ import (
 // taints come, the workload is evicted and member2 runs all 3 while the
 // template keeps showing 3/3; when member1 returns its replicas stay on
 // member2 and its leftover copy is removed. The environment runs the hub
-// with FAST=1 (NoExecute 5s after Unknown, default tolerations 5s).
+// with FAST=1 (NoExecute 20s after Unknown, default tolerations 5s).
 var _ = Describe("Failover", func() {
 	It("moves the seed's nginx off a stopped member1 to member2 and cleans member1 up when it returns (seed 000)", func(ctx SpecContext) {
 		cfg, err := env.RestConfig(env.HubContext)
@@ -67,7 +67,7 @@ var _ = Describe("Failover", func() {
 		}
 		DeferCleanup(restart)
 
-		// Lease grace (40s) → Unknown → NoExecute (5s) → toleration (5s) →
+		// Lease grace (40s) → Unknown → NoExecute (20s) → toleration (5s) →
 		// eviction → member2 scheduled 3 → 3 pods Running there.
 		Eventually(ctx, func(g Gomega) {
 			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})

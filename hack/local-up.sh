@@ -141,10 +141,12 @@ agent_flags=(${AGENT_FLAGS:-})
 if [ "$FAST" = 1 ]; then
 	# Demo speed: a standby hub takes over in seconds, not 15s.
 	hub_flags+=(--leader-elect-lease-duration=4s --leader-elect-renew-deadline=3s --leader-elect-retry-period=1s)
-	# Failover in seconds, not minutes: NoExecute 5s after a cluster goes
-	# Unknown/False, workloads without their own toleration leave 5s later,
-	# an unhealthy replacement gets 30s before the old copy goes.
-	hub_flags+=(--failover-eviction-timeout=5s --default-not-ready-toleration-seconds=5
+	# Failover in seconds, not minutes: NoExecute 20s after a cluster goes
+	# Unknown/False (longer than the agents' 10s renew spread plus the 5s
+	# fleet-guard period, so a whole-fleet outage is seen as one before any
+	# NoExecute), workloads without their own toleration leave 5s later, an
+	# unhealthy replacement gets 30s before the old copy goes.
+	hub_flags+=(--failover-eviction-timeout=20s --default-not-ready-toleration-seconds=5
 		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=30s)
 fi
 

@@ -29,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -78,7 +79,10 @@ type Controller struct {
 	clusters clusterlisters.ClusterLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
-	limiter  *rate.Limiter
+
+	limiterMu sync.Mutex
+	limiter   *rate.Limiter
+	guardMode string
 }
 
 // NewController wires the taint manager to factory's informers.
@@ -95,6 +99,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		synced:   []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, clusters.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "taint-manager"}),
+		// Replaced from the guard's rate on first use (guardMode "").
 		limiter: rate.NewLimiter(1, 1),
 	}
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
@@ -210,9 +215,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			c.queue.AddAfter(key, guardRecheck)
 			return nil
 		}
-		c.limiter.SetLimitAt(now, rate.Limit(g.EvictionRate()))
 	}
-	if r := c.limiter.ReserveN(now, 1); !r.OK() || r.DelayFrom(now) > 0 {
+	if r := c.reserve(now); !r.OK() || r.DelayFrom(now) > 0 {
 		delay := guardRecheck
 		if r.OK() {
 			delay = r.DelayFrom(now)
@@ -249,6 +253,24 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	return nil
+}
+
+// reserve takes an eviction token at the fleet guard's current rate. When
+// the guard leaves Normal the bucket starts empty: the first clusters of a
+// growing outage must not spend a burst before the guard sees the rest.
+func (c *Controller) reserve(now time.Time) *rate.Reservation {
+	c.limiterMu.Lock()
+	defer c.limiterMu.Unlock()
+	if g := c.opts.Guard; g != nil {
+		if mode := g.State().Mode; mode != c.guardMode {
+			c.guardMode = mode
+			c.limiter = rate.NewLimiter(rate.Limit(g.EvictionRate()), 1)
+			if mode != clustertaint.GuardNormal {
+				c.limiter.ReserveN(now, 1)
+			}
+		}
+	}
+	return c.limiter.ReserveN(now, 1)
 }
 
 func (c *Controller) count(reason, result string) {
