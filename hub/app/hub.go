@@ -231,7 +231,7 @@ func Run(ctx context.Context, opts *Options) error {
 		appFailover := applicationfailover.NewController(clients.flotilla("application-failover"), factory, applicationfailover.Options{
 			Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
-			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Recorder: recorder})
+			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()

@@ -35,6 +35,9 @@ type Assessment struct {
 	Recheck time.Duration
 	// Why explains the outcome, for events and logs.
 	Why string
+	// Outcome names why a done task ended, for metrics: healthy,
+	// grace_expired or purged.
+	Outcome string
 }
 
 // Assess judges task on binding at now. oldWorkGone says whether the Work
@@ -55,13 +58,13 @@ func Assess(task *workv1alpha1.GracefulEvictionTask, binding *workv1alpha1.Resou
 		return Assessment{Why: "purgeMode Never keeps the old copy until the task is removed"}
 	case policyv1alpha1.PurgeModeDirectly:
 		if oldWorkGone {
-			return Assessment{Done: true, Why: "the old copy was deleted (purgeMode Directly)"}
+			return Assessment{Done: true, Why: "the old copy was deleted (purgeMode Directly)", Outcome: "purged"}
 		}
 		return Assessment{Why: "waiting for the old copy to be deleted (purgeMode Directly)"}
 	}
 	healthy, reported := placementState(binding)
 	if healthy {
-		return Assessment{Done: true, Why: "the new placement is healthy"}
+		return Assessment{Done: true, Why: "the new placement is healthy", Outcome: "healthy"}
 	}
 	grace := defaultGrace
 	if task.GracePeriodSeconds != nil {
@@ -81,7 +84,7 @@ func Assess(task *workv1alpha1.GracefulEvictionTask, binding *workv1alpha1.Resou
 	if !reported {
 		return Assessment{Why: "grace period passed, but no cluster of the new placement has reported yet"}
 	}
-	return Assessment{Done: true, Why: fmt.Sprintf("grace period of %s passed", grace)}
+	return Assessment{Done: true, Why: fmt.Sprintf("grace period of %s passed", grace), Outcome: "grace_expired"}
 }
 
 // placementState: healthy when the scheduler has placed the current

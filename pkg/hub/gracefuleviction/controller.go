@@ -29,7 +29,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -37,12 +39,14 @@ import (
 	"k8s.io/utils/clock"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
 )
@@ -56,6 +60,7 @@ type Options struct {
 	// GracefulEvictionTimeout is the grace of tasks that set none.
 	GracefulEvictionTimeout time.Duration
 	Clock                   clock.Clock
+	Metrics                 *hubmetrics.Metrics
 	Recorder                record.EventRecorder
 }
 
@@ -125,6 +130,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync("graceful-eviction", ctx.Done(), c.synced...) {
 		return
 	}
+	go wait.UntilWithContext(ctx, c.countOpen, 10*time.Second)
 	queueworker.Run(ctx, "graceful-eviction", c.queue, workers, c.sync)
 }
 
@@ -138,14 +144,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	now := c.opts.Clock.Now()
 	var keep []workv1alpha1.GracefulEvictionTask
-	type ended struct{ cluster, why string }
+	type ended struct {
+		task *workv1alpha1.GracefulEvictionTask
+		a    Assessment
+	}
 	var done []ended
 	var recheck time.Duration
 	for i := range binding.Spec.GracefulEvictionTasks {
 		task := &binding.Spec.GracefulEvictionTasks[i]
 		a := Assess(task, binding, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
 		if a.Done {
-			done = append(done, ended{task.FromCluster, a.Why})
+			done = append(done, ended{task, a})
 			continue
 		}
 		keep = append(keep, *task)
@@ -167,17 +176,74 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	tmpl := c.template(binding)
 	for _, d := range done {
-		logger.Info("Graceful eviction ended", "cluster", d.cluster, "why", d.why)
+		logger.Info("Graceful eviction ended", "cluster", d.task.FromCluster, "why", d.a.Why)
+		c.observeEnd(d.task, d.a, now)
 		if c.opts.Recorder == nil {
 			continue
 		}
-		msg := "Evicted from cluster " + d.cluster + ": " + d.why
+		msg := "Evicted from cluster " + d.task.FromCluster + ": " + d.a.Why
 		c.opts.Recorder.Event(binding, corev1.EventTypeNormal, EventEvictSucceed, msg)
 		if tmpl != nil {
 			c.opts.Recorder.Event(tmpl, corev1.EventTypeNormal, EventEvictSucceed, msg)
 		}
 	}
 	return nil
+}
+
+// observeEnd records an ended task: how long it was open and, for a
+// cluster failover that ended healthy, the time from the cluster's
+// NoExecute taint to the replacement being Healthy.
+func (c *Controller) observeEnd(task *workv1alpha1.GracefulEvictionTask, a Assessment, now time.Time) {
+	m := c.opts.Metrics
+	if m == nil || task.CreationTimestamp == nil {
+		return
+	}
+	mode := string(policyv1alpha1.NormalizePurgeMode(task.PurgeMode))
+	m.GracefulTaskDuration.WithLabelValues(mode, a.Outcome).Observe(now.Sub(task.CreationTimestamp.Time).Seconds())
+	if a.Outcome != "healthy" || task.Reason != workv1alpha1.EvictionReasonTaintUntolerated {
+		return
+	}
+	cl, err := c.clusters.Get(task.FromCluster)
+	if err != nil {
+		return
+	}
+	var first *time.Time
+	for _, t := range cl.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoExecute && t.TimeAdded != nil && (first == nil || t.TimeAdded.Time.Before(*first)) {
+			first = &t.TimeAdded.Time
+		}
+	}
+	if first != nil {
+		m.TaintToHealthy.Observe(now.Sub(*first).Seconds())
+	}
+}
+
+// countOpen sets the open-tasks gauge from the informer caches.
+func (c *Controller) countOpen(context.Context) {
+	m := c.opts.Metrics
+	if m == nil {
+		return
+	}
+	counts := map[string]float64{}
+	for _, mode := range []policyv1alpha1.PurgeMode{policyv1alpha1.PurgeModeGracefully, policyv1alpha1.PurgeModeDirectly, policyv1alpha1.PurgeModeNever} {
+		counts[string(mode)] = 0
+	}
+	add := func(spec *workv1alpha1.ResourceBindingSpec) {
+		for _, t := range spec.GracefulEvictionTasks {
+			counts[string(policyv1alpha1.NormalizePurgeMode(t.PurgeMode))]++
+		}
+	}
+	list, _ := c.bindings.Namespaced.List(labels.Everything())
+	for _, b := range list {
+		add(&b.Spec)
+	}
+	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
+	for _, b := range clusterList {
+		add(&b.Spec)
+	}
+	for mode, n := range counts {
+		m.GracefulTasks.WithLabelValues(mode).Set(n)
+	}
 }
 
 // oldWorkGone: the evicted cluster's Work no longer exists, or is being

@@ -36,6 +36,19 @@ type Metrics struct {
 	// Evictions counts evictions by reason (TaintUntolerated,
 	// ApplicationFailure) and result (evicted, rate_limited, held, error).
 	Evictions *prometheus.CounterVec
+	// EvictionLatency is the time from an eviction falling due (taint
+	// added plus toleration) to the binding written.
+	EvictionLatency prometheus.Histogram
+	// EvictionQueueDepth is the taint manager's queue length.
+	EvictionQueueDepth prometheus.Gauge
+	// GracefulTasks is the number of open graceful eviction tasks by purge mode.
+	GracefulTasks *prometheus.GaugeVec
+	// GracefulTaskDuration is how long ended tasks were open, by purge mode
+	// and why they ended.
+	GracefulTaskDuration *prometheus.HistogramVec
+	// TaintToHealthy is the time from a cluster's NoExecute taint to the
+	// replacement placement being Healthy (a task ended that way).
+	TaintToHealthy prometheus.Histogram
 	// WorkOperations counts Works created, updated and deleted.
 	WorkOperations *prometheus.CounterVec
 	// BindingSyncLatency is the time one binding sync takes, by result.
@@ -68,13 +81,26 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"result", "schedule_type"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
 			Name: "evictions_total", Help: "Workload evictions from clusters by reason and result (evicted, rate_limited, held by the fleet guard, error)."}, []string{"reason", "result"}),
+		EvictionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "latency_seconds", Help: "Time from an eviction falling due (NoExecute taint added plus toleration) to the binding written.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		EvictionQueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "queue_depth", Help: "Bindings waiting in the taint manager's queue."}),
+		GracefulTasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "graceful_tasks", Help: "Open graceful eviction tasks by purge mode."}, []string{"purge_mode"}),
+		GracefulTaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "graceful_task_duration_seconds", Help: "How long ended graceful eviction tasks were open, by purge mode and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 15)}, []string{"purge_mode", "outcome"}),
+		TaintToHealthy: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
+			Name: "taint_to_replacement_healthy_seconds", Help: "Time from a cluster's NoExecute taint to the replacement placement Healthy.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14)}),
 		WorkOperations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "work_operations_total", Help: "Works created, updated and deleted by the binding controller."}, []string{"operation"}),
 		BindingSyncLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "sync_duration_seconds", Help: "Time one binding sync takes, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"result"}),
 	}
-	reg.MustRegister(m.Evictions, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
+	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
 	return m
 }

@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -158,6 +159,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync("taint-manager", ctx.Done(), c.synced...) {
 		return
 	}
+	if m := c.opts.Metrics; m != nil {
+		go wait.UntilWithContext(ctx, func(context.Context) { m.EvictionQueueDepth.Set(float64(c.queue.Len())) }, 5*time.Second)
+	}
 	queueworker.Run(ctx, "taint-manager", c.queue, workers, c.sync)
 }
 
@@ -185,6 +189,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	type eviction struct {
 		cluster string
 		taint   *corev1.Taint
+		due     time.Time
 	}
 	var evictions []eviction
 	var recheck time.Duration
@@ -196,7 +201,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		v := Decide(tolerations, cluster.Spec.Taints, now)
 		switch {
 		case v.Evict:
-			evictions = append(evictions, eviction{target.Name, v.Taint})
+			evictions = append(evictions, eviction{target.Name, v.Taint, v.DueAt})
 		case v.After > 0 && (recheck == 0 || v.After < recheck):
 			recheck = v.After
 		}
@@ -247,6 +252,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	for _, e := range evictions {
 		logger.Info("Evicted workload from cluster", "cluster", e.cluster, "taint", describeTaint(e.taint), "purgeMode", purgeMode)
 		c.count(workv1alpha1.EvictionReasonTaintUntolerated, "evicted")
+		if m := c.opts.Metrics; m != nil {
+			m.EvictionLatency.Observe(c.opts.Clock.Since(e.due).Seconds())
+		}
 		if c.opts.Recorder != nil {
 			c.opts.Recorder.Eventf(binding, corev1.EventTypeWarning, EventEvictWorkload,
 				"Evicted from cluster %s (taint %s not tolerated, purgeMode %s)", e.cluster, describeTaint(e.taint), purgeMode)

@@ -35,6 +35,9 @@ type Verdict struct {
 	After time.Duration
 	// Taint is the taint that decides, for messages.
 	Taint *corev1.Taint
+	// DueAt is when an eviction fell due (the taint's timeAdded plus the
+	// toleration; now for an untolerated taint).
+	DueAt time.Time
 }
 
 // Defaults are the tolerations a placement without its own toleration for
@@ -89,7 +92,11 @@ func Decide(tolerations []corev1.Toleration, taints []corev1.Taint, now time.Tim
 			}
 		}
 		if !matched {
-			return Verdict{Evict: true, Taint: t}
+			due := now
+			if t.TimeAdded != nil {
+				due = t.TimeAdded.Time
+			}
+			return Verdict{Evict: true, Taint: t, DueAt: due}
 		}
 		if minSeconds == nil {
 			continue
@@ -98,9 +105,10 @@ func Decide(tolerations []corev1.Toleration, taints []corev1.Taint, now time.Tim
 		if t.TimeAdded != nil {
 			added = t.TimeAdded.Time
 		}
-		left := added.Add(time.Duration(max(*minSeconds, 0)) * time.Second).Sub(now)
+		due := added.Add(time.Duration(max(*minSeconds, 0)) * time.Second)
+		left := due.Sub(now)
 		if left <= 0 {
-			return Verdict{Evict: true, Taint: t}
+			return Verdict{Evict: true, Taint: t, DueAt: due}
 		}
 		if soonest == nil || left < soonest.After {
 			soonest = &Verdict{After: left, Taint: t}
