@@ -104,4 +104,3 @@ var _ = Describe("Application failover", func() {
 		Entry("purgeMode Never", policyv1alpha1.PurgeModeNever),
 	)
 })
-

@@ -107,4 +107,3 @@ func readyStatus(c *clusterv1alpha1.Cluster) metav1.ConditionStatus {
 	}
 	return ""
 }
-
