@@ -104,14 +104,14 @@ var _ = Describe("Graceful eviction", func() {
 			w, err := oldWork(ctx, ns, m1)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(w.DeletionTimestamp).To(BeNil())
-		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
-		// The grace period (30s with FAST=1) ends the task; the copy goes.
+		}).WithTimeout(8 * time.Second).WithPolling(time.Second).Should(Succeed())
+		// The grace period (15s with FAST=1) ends the task; the copy goes.
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(binding(ctx, g, ns).Spec.GracefulEvictionTasks).To(BeEmpty())
 			_, err := oldWork(ctx, ns, m1)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
-		Expect(time.Since(evicted)).To(BeNumerically(">=", 28*time.Second), "the old copy went before the grace period")
+		Expect(time.Since(evicted)).To(BeNumerically(">=", 14*time.Second), "the old copy went before the grace period")
 	})
 
 	It("never purges the only copy when no other cluster can take the workload", func(ctx SpecContext) {
@@ -129,13 +129,13 @@ var _ = Describe("Graceful eviction", func() {
 			g.Expect(rb.Spec.GracefulEvictionTasks).To(HaveLen(1))
 			g.Expect(meta.IsStatusConditionFalse(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled)).To(BeTrue())
 		}).Should(Succeed())
-		// Well past the 30s grace: the copy on member1 is all there is.
+		// Well past the 15s grace: the copy on member1 is all there is.
 		Consistently(ctx, func(g Gomega) {
 			w, err := oldWork(ctx, ns, m1)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(w.DeletionTimestamp).To(BeNil())
 			g.Expect(binding(ctx, g, ns).Spec.GracefulEvictionTasks).To(HaveLen(1))
-		}).WithTimeout(45 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		}).WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Succeed())
 	})
 })
 

@@ -40,7 +40,7 @@ var _ = Describe("Hub restart during failover", func() {
 		Expect(err).NotTo(HaveOccurred())
 		m1, m2 := env.Members[0].Name, env.Members[1].Name
 		const ns = "e2e-restart-countdown"
-		toleration := int32(20)
+		toleration := int32(12)
 		createNginx(ctx, hub, flotilla, ns, policyv1alpha1.PropagationSpec{
 			Placement: weightedPlacement(map[string]int64{m1: 1, m2: 0}),
 			Failover: &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
@@ -54,7 +54,7 @@ var _ = Describe("Hub restart during failover", func() {
 			since = rb.Status.AggregatedStatus[0].UnhealthySince.Time
 		}).Should(Succeed())
 		// Halfway through the countdown the hub restarts.
-		time.Sleep(time.Until(since.Add(10 * time.Second)))
+		time.Sleep(time.Until(since.Add(6 * time.Second)))
 		restartHub(ctx)
 
 		var evictedAt time.Time
@@ -64,11 +64,11 @@ var _ = Describe("Hub restart during failover", func() {
 			evictedAt = rb.Spec.EvictionHistory[0].EvictedAt.Time
 		}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 		took := evictedAt.Sub(since)
-		GinkgoWriter.Printf("unhealthy since %s, evicted %s later (toleration %ds, hub restarted at 10s)\n", since.Format(time.RFC3339), took, toleration)
+		GinkgoWriter.Printf("unhealthy since %s, evicted %s later (toleration %ds, hub restarted at 6s)\n", since.Format(time.RFC3339), took, toleration)
 		// Counted from the first unhealthy report, not from the restart
-		// (which would make it 30s). Times have one-second precision.
-		Expect(took).To(BeNumerically(">=", 19*time.Second))
-		Expect(took).To(BeNumerically("<=", 26*time.Second))
+		// (which would make it 18s). Times have one-second precision.
+		Expect(took).To(BeNumerically(">=", 11*time.Second))
+		Expect(took).To(BeNumerically("<=", 16*time.Second))
 	})
 
 	It("keeps a graceful eviction's grace period across a hub restart", func(ctx SpecContext) {
@@ -109,7 +109,7 @@ var _ = Describe("Hub restart during failover", func() {
 			g.Expect(tasks).To(HaveLen(1))
 			created = tasks[0].CreationTimestamp.Time
 		}).Should(Succeed())
-		time.Sleep(time.Until(created.Add(10 * time.Second)))
+		time.Sleep(time.Until(created.Add(7 * time.Second)))
 		restartHub(ctx)
 
 		Eventually(ctx, func() bool {
@@ -117,8 +117,8 @@ var _ = Describe("Hub restart during failover", func() {
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(BeTrue())
 		took := time.Since(created)
-		GinkgoWriter.Printf("graceful task created %s, old copy gone %s later (grace 30s, hub restarted at 10s)\n", created.Format(time.RFC3339), took)
-		Expect(took).To(BeNumerically(">=", 29*time.Second))
-		Expect(took).To(BeNumerically("<=", 38*time.Second), "the grace period restarted with the hub")
+		GinkgoWriter.Printf("graceful task created %s, old copy gone %s later (grace 15s, hub restarted at 7s)\n", created.Format(time.RFC3339), took)
+		Expect(took).To(BeNumerically(">=", 14*time.Second))
+		Expect(took).To(BeNumerically("<=", 21*time.Second), "the grace period restarted with the hub")
 	})
 })

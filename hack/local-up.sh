@@ -145,9 +145,9 @@ if [ "$FAST" = 1 ]; then
 	# Unknown/False (longer than the agents' 10s renew spread plus the 5s
 	# fleet-guard period, so a whole-fleet outage is seen as one before any
 	# NoExecute), workloads without their own toleration leave 5s later, an
-	# unhealthy replacement gets 30s before the old copy goes.
+	# unhealthy replacement gets 15s before the old copy goes.
 	hub_flags+=(--failover-eviction-timeout=20s --default-not-ready-toleration-seconds=5
-		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=30s)
+		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=15s)
 fi
 
 hub_kubeconfig=$STATE_DIR/hub.kubeconfig
