@@ -13,8 +13,10 @@
 // then member1's agents are started again, the workload deleted, and the
 // next run begins. Run the hub with the benchmark's timings:
 //
-//	make up HUB_FLAGS="--cluster-monitor-grace-period=10s --failover-eviction-timeout=0s \
-//	  --default-unreachable-toleration-seconds=0 --default-not-ready-toleration-seconds=0"
+//	make up HUB_FLAGS="--cluster-monitor-grace-period=10s --failover-eviction-timeout=1ms \
+//	  --default-unreachable-toleration-seconds=0 --default-not-ready-toleration-seconds=0" \
+//	  AGENT_FLAGS="--cluster-lease-duration=10s"   # agents renew every 2.5s
+//	(--failover-eviction-timeout=0 would disable NoExecute taints altogether)
 //	go run ./hack/bench/failover --runs 10
 package main
 
