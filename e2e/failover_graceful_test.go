@@ -44,30 +44,7 @@ var _ = Describe("Graceful eviction", func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	setTaint := func(ctx context.Context, cluster string, on bool) {
-		Eventually(ctx, func() error {
-			c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, cluster, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			var taints []corev1.Taint
-			for _, t := range c.Spec.Taints {
-				if t.Key != drainTaint {
-					taints = append(taints, t)
-				}
-			}
-			if on {
-				taints = append(taints, corev1.Taint{Key: drainTaint, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
-			}
-			c.Spec.Taints = taints
-			_, err = flotilla.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
-			return err
-		}).WithTimeout(30 * time.Second).Should(Succeed())
-	}
-	drain := func(ctx context.Context, cluster string) {
-		setTaint(ctx, cluster, true)
-		DeferCleanup(func(ctx context.Context) { setTaint(ctx, cluster, false) })
-	}
+	drain := func(ctx context.Context, cluster string) { drainCluster(ctx, flotilla, cluster) }
 	binding := func(ctx context.Context, g Gomega, ns string) *workv1alpha1.ResourceBinding {
 		rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -138,6 +115,34 @@ var _ = Describe("Graceful eviction", func() {
 		}).WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Succeed())
 	})
 })
+
+// setDrainTaint adds (on) or removes drainTaint on cluster.
+func setDrainTaint(ctx context.Context, flotilla flotillaclient.Interface, cluster string, on bool) {
+	Eventually(ctx, func() error {
+		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, cluster, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var taints []corev1.Taint
+		for _, t := range c.Spec.Taints {
+			if t.Key != drainTaint {
+				taints = append(taints, t)
+			}
+		}
+		if on {
+			taints = append(taints, corev1.Taint{Key: drainTaint, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
+		}
+		c.Spec.Taints = taints
+		_, err = flotilla.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// drainCluster adds drainTaint to cluster until the spec ends.
+func drainCluster(ctx context.Context, flotilla flotillaclient.Interface, cluster string) {
+	setDrainTaint(ctx, flotilla, cluster, true)
+	DeferCleanup(func(ctx context.Context) { setDrainTaint(ctx, flotilla, cluster, false) })
+}
 
 // memberIndex is the index in env.Members of the member named name.
 func memberIndex(name string) int {

@@ -6,7 +6,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -81,28 +80,7 @@ var _ = Describe("Hub restart during failover", func() {
 		Expect(err).NotTo(HaveOccurred())
 		eventually(ctx, func(g Gomega) { g.Expect(runningPods(ctx, g, member1, ns)).To(Equal(3)) }).WithTimeout(90 * time.Second).Should(Succeed())
 
-		setDrain := func(ctx context.Context, on bool) {
-			Eventually(ctx, func() error {
-				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				var taints []corev1.Taint
-				for _, t := range c.Spec.Taints {
-					if t.Key != drainTaint {
-						taints = append(taints, t)
-					}
-				}
-				if on {
-					taints = append(taints, corev1.Taint{Key: drainTaint, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
-				}
-				c.Spec.Taints = taints
-				_, err = flotilla.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
-				return err
-			}).WithTimeout(30 * time.Second).Should(Succeed())
-		}
-		setDrain(ctx, true)
-		DeferCleanup(func(ctx context.Context) { setDrain(ctx, false) })
+		drainCluster(ctx, flotilla, m1)
 		var created time.Time
 		eventually(ctx, func(g Gomega) {
 			tasks := binding(ctx, g, ns).Spec.GracefulEvictionTasks

@@ -1,25 +1,17 @@
 // Package benchutil holds what the benchmark commands share: the hub's
-// client config, a worker pool, simulated agents and a /metrics scraper.
+// client config, a worker pool and a /metrics scraper (simulated agents are
+// framework.SimulateAgent, shared with the e2e specs).
 package benchutil
 
 import (
 	"bufio"
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
-	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 )
 
 // HubConfig loads the hub context of kubeconfig.
@@ -47,36 +39,6 @@ func Parallel(names []string, workers int, f func(string)) {
 	}
 	close(ch)
 	wg.Wait()
-}
-
-// SimulateAgent does what a real agent does for the hub until ctx ends:
-// renews the cluster's Lease every interval once the hub has made it, and
-// reports Ready True whenever the Cluster does not say so. onRenew, if set,
-// is told each renewal time.
-func SimulateAgent(ctx context.Context, kube kubernetes.Interface, flotilla flotillaclient.Interface, name string,
-	interval time.Duration, onRenew func(time.Time)) {
-	leases := kube.CoordinationV1().Leases("flotilla-es-" + name)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		l, err := leases.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return
-		}
-		now := time.Now()
-		l.Spec.RenewTime = &metav1.MicroTime{Time: now}
-		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-			return
-		}
-		if onRenew != nil {
-			onRenew(now)
-		}
-		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
-		if err != nil || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
-			return
-		}
-		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
-			Status: metav1.ConditionTrue, Reason: clusterv1alpha1.ClusterReasonReady, Message: "simulated"})
-		_, _ = flotilla.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
-	}, interval)
 }
 
 // Scrape reads the hub's CPU, memory and write requests (non-GET rest

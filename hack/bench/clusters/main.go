@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
@@ -78,7 +79,7 @@ func run(cfg *rest.Config, hubMetrics string, count int, stopShare float64, inte
 		stops[name] = stop
 		go func() {
 			time.Sleep(time.Duration(i) * interval / time.Duration(count)) // spread the fleet over the interval
-			benchutil.SimulateAgent(rctx, kube, flotilla, name, interval, func(at time.Time) {
+			framework.SimulateAgent(rctx, kube, flotilla, name, interval, func(at time.Time) {
 				mu.Lock()
 				lastRenew[name] = at
 				mu.Unlock()

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -112,7 +113,7 @@ func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error 
 	agents, stopAgents := context.WithCancel(ctx)
 	defer stopAgents()
 	for _, name := range names {
-		go benchutil.SimulateAgent(agents, kc, fc, name, 10*time.Second, nil)
+		go framework.SimulateAgent(agents, kc, fc, name, 10*time.Second, nil)
 	}
 	fmt.Fprintf(os.Stderr, "created %d Clusters; waiting for them to be Ready…\n", o.clusters)
 	if err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
