@@ -56,7 +56,7 @@ down: ## Stop and delete everything `make up` started.
 	hack/local-down.sh
 
 .PHONY: test
-test: tools build verify test-unit test-integration test-e2e ## Build what is needed and run every test (what CI runs).
+test: tools build verify test-integration test-e2e ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no apiserver).

@@ -81,7 +81,7 @@ var _ = Describe("Fleet guard", func() {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(w.DeletionTimestamp).To(BeNil())
 			}
-		}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}).WithTimeout(27 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		start(ctx)
 		Eventually(ctx, func(g Gomega) {
