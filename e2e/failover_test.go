@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,10 @@ var _ = Describe("Failover", func() {
 			for _, a := range m1.Agents {
 				Expect(env.Ctl(ctx, "start", a)).To(Succeed())
 			}
+			// The next spec may use member1 at once: wait until its control
+			// plane runs workloads again (the restarted controller manager
+			// must win its leader election first).
+			waitRunsWorkloads(ctx, member1)
 		}
 		DeferCleanup(restart)
 
@@ -180,6 +185,38 @@ func createNginx(ctx context.Context, hub kubernetes.Interface, flotilla flotill
 		}
 		_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
+}
+
+// waitRunsWorkloads waits until member runs a one-replica Deployment to
+// Available, then removes it: after a cluster restart its apiserver
+// answers long before its controller manager and scheduler act again.
+func waitRunsWorkloads(ctx context.Context, member kubernetes.Interface) {
+	const ns = "e2e-canary"
+	_, err := member.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	one := int32(1)
+	labels := map[string]string{"app": "canary"}
+	canary := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "canary", Image: "canary"}}}}}}
+	Eventually(ctx, func() error {
+		_, err := member.AppsV1().Deployments(ns).Create(ctx, canary, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	Eventually(ctx, func() int32 {
+		d, err := member.AppsV1().Deployments(ns).Get(ctx, "canary", metav1.GetOptions{})
+		if err != nil {
+			return 0
+		}
+		return d.Status.AvailableReplicas
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal(int32(1)), "the restarted member runs workloads")
+	_ = member.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 }
 
 // runningPods counts the Running, not deleting, app=nginx pods of ns.
