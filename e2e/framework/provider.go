@@ -99,7 +99,7 @@ func (p *localProvider) Down(ctx context.Context) error {
 	}
 	var alive []string
 	for file, pid := range pids {
-		if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+		if syscall.Kill(pid, 0) == nil && !isZombie(pid) && p.ours(pid) {
 			alive = append(alive, fmt.Sprintf("%s (pid %d)", file, pid))
 		}
 	}
@@ -132,6 +132,15 @@ func recordedPids(stateDir string) (map[string]int, error) {
 		return nil, fmt.Errorf("no pid files under %s: was the environment started?", stateDir)
 	}
 	return pids, nil
+}
+
+// ours reports whether pid runs a process of this environment: every one
+// of them has a path under the state directory on its command line. A pid
+// file of a cluster the specs stopped and restarted can name a pid the
+// system has since given to an unrelated process.
+func (p *localProvider) ours(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err != nil || strings.Contains(string(cmdline), p.stateDir)
 }
 
 // isZombie reports whether pid has exited but not been reaped by its parent
