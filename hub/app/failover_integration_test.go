@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,12 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/flotilla-io/flotilla/hub/app"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
-	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
 )
 
@@ -27,17 +23,7 @@ import (
 // member2's old 2/2 status reads Healthy; once member2 reports 3/3 for the
 // new Work the task ends and member1's Work is deleted.
 func TestTaintEvictionIsGraceful(t *testing.T) {
-	env := testenv.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fc := flotillaclient.NewForConfigOrDie(env.Config)
-	opts := app.NewOptions()
-	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
-	opts.LeaderElection.LeaderElect = false
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, opts) }()
-	defer func() { cancel(); <-done }()
+	ctx, fc := startHub(t)
 
 	for _, name := range []string{"member1", "member2"} {
 		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}

@@ -36,17 +36,7 @@ const nginxManifest = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"
 // binding and the template; a policy change reschedules; deleting the
 // template removes the binding and its Works.
 func TestPropagation(t *testing.T) {
-	env := testenv.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fc := flotillaclient.NewForConfigOrDie(env.Config)
-	opts := app.NewOptions()
-	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
-	opts.LeaderElection.LeaderElect = false
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, opts) }()
-	defer func() { cancel(); <-done }()
+	ctx, fc := startHub(t)
 
 	for _, name := range []string{"member1", "member2", "member3"} {
 		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "prod"}}}
@@ -300,4 +290,20 @@ func reportApplied(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Wo
 		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
+}
+
+// startHub runs the whole hub in process against a fresh apiserver until
+// the test ends, and returns a context ending with it and an admin client.
+func startHub(t *testing.T) (context.Context, flotillaclient.Interface) {
+	t.Helper()
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := app.NewOptions()
+	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
+	opts.LeaderElection.LeaderElect = false
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, opts) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx, flotillaclient.NewForConfigOrDie(env.Config)
 }

@@ -91,27 +91,19 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	work := factory.Work().V1alpha1()
-	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	c := &Controller{opts: opts,
-		bindings: &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
-		synced:   []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced},
+		bindings: bindings,
+		synced:   workobjects.Synced(bindingInformers...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "application-failover"}),
 	}
 	enabled := func(obj any) {
-		var spec *workv1alpha1.ResourceBindingSpec
-		switch b := obj.(type) {
-		case *workv1alpha1.ResourceBinding:
-			spec = &b.Spec
-		case *workv1alpha1.ClusterResourceBinding:
-			spec = &b.Spec
-		}
-		if spec != nil && spec.Failover != nil && spec.Failover.Application != nil {
+		if spec := workobjects.SpecOf(obj); spec != nil && spec.Failover != nil && spec.Failover.Application != nil {
 			workobjects.EnqueueKey(c.queue.Add)(obj)
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+	for _, inf := range bindingInformers {
 		// Status changes are how an application turns unhealthy.
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enabled, UpdateFunc: func(_, n any) { enabled(n) }})
 	}

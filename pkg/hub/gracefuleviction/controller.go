@@ -29,7 +29,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -81,30 +80,24 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		opts.Clock = clock.RealClock{}
 	}
 	work := factory.Work().V1alpha1()
-	rb, crb, works := work.ResourceBindings(), work.ClusterResourceBindings(), work.Works()
+	works, clusters := work.Works(), factory.Cluster().V1alpha1().Clusters()
+	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	c := &Controller{opts: opts,
-		bindings:  &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		bindings:  bindings,
 		templates: &workobjects.Templates{Client: client, Namespaced: work.ResourceTemplates().Lister(), ClusterScoped: work.ClusterResourceTemplates().Lister()},
 		works:     works.Lister(),
-		clusters:  factory.Cluster().V1alpha1().Clusters().Lister(),
-		synced: []cache.InformerSynced{factory.Cluster().V1alpha1().Clusters().Informer().HasSynced, rb.Informer().HasSynced, crb.Informer().HasSynced, works.Informer().HasSynced,
-			work.ResourceTemplates().Informer().HasSynced, work.ClusterResourceTemplates().Informer().HasSynced},
+		clusters:  clusters.Lister(),
+		synced: workobjects.Synced(append(bindingInformers, clusters.Informer(), works.Informer(),
+			work.ResourceTemplates().Informer(), work.ClusterResourceTemplates().Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "graceful-eviction"}),
 	}
 	withTasks := func(obj any) {
-		var spec *workv1alpha1.ResourceBindingSpec
-		switch b := obj.(type) {
-		case *workv1alpha1.ResourceBinding:
-			spec = &b.Spec
-		case *workv1alpha1.ClusterResourceBinding:
-			spec = &b.Spec
-		}
-		if spec != nil && len(spec.GracefulEvictionTasks) > 0 {
+		if spec := workobjects.SpecOf(obj); spec != nil && len(spec.GracefulEvictionTasks) > 0 {
 			workobjects.EnqueueKey(c.queue.Add)(obj)
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+	for _, inf := range bindingInformers {
 		// Status changes matter: they are how the new placement turns healthy.
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: withTasks, UpdateFunc: func(_, n any) { withTasks(n) }})
 	}
@@ -228,19 +221,11 @@ func (c *Controller) countOpen(context.Context) {
 	for _, mode := range []policyv1alpha1.PurgeMode{policyv1alpha1.PurgeModeGracefully, policyv1alpha1.PurgeModeDirectly, policyv1alpha1.PurgeModeNever} {
 		counts[string(mode)] = 0
 	}
-	add := func(spec *workv1alpha1.ResourceBindingSpec) {
+	c.bindings.Each(func(_ string, spec *workv1alpha1.ResourceBindingSpec) {
 		for _, t := range spec.GracefulEvictionTasks {
 			counts[string(policyv1alpha1.NormalizePurgeMode(t.PurgeMode))]++
 		}
-	}
-	list, _ := c.bindings.Namespaced.List(labels.Everything())
-	for _, b := range list {
-		add(&b.Spec)
-	}
-	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
-	for _, b := range clusterList {
-		add(&b.Spec)
-	}
+	})
 	for mode, n := range counts {
 		m.GracefulTasks.WithLabelValues(mode).Set(n)
 	}

@@ -89,18 +89,17 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	work := factory.Work().V1alpha1()
-	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	clusters := factory.Cluster().V1alpha1().Clusters()
 	c := &Controller{opts: opts,
-		bindings: &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		bindings: bindings,
 		clusters: clusters.Lister(),
-		synced:   []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, clusters.Informer().HasSynced},
+		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
 	}
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
-	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+	for _, inf := range bindingInformers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
 			UpdateFunc: func(o, n any) {
 				// Status writes (ours and the binding controller's) change
@@ -134,14 +133,7 @@ func clusterChangeMatters(o, n *clusterv1alpha1.Cluster) bool {
 }
 
 func (c *Controller) enqueueAll() {
-	list, _ := c.bindings.Namespaced.List(labels.Everything())
-	for _, b := range list {
-		c.queue.Add(workobjects.Key(b))
-	}
-	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
-	for _, b := range clusterList {
-		c.queue.Add(workobjects.Key(b))
-	}
+	c.bindings.Each(func(key string, _ *workv1alpha1.ResourceBindingSpec) { c.queue.Add(key) })
 }
 
 // Run works until ctx is done.

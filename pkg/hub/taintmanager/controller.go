@@ -37,7 +37,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -91,20 +90,19 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	work := factory.Work().V1alpha1()
-	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
+	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	clusters := factory.Cluster().V1alpha1().Clusters()
 	c := &Controller{opts: opts,
-		bindings: &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		bindings: bindings,
 		clusters: clusters.Lister(),
-		synced:   []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, clusters.Informer().HasSynced},
+		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "taint-manager"}),
 		// Replaced from the guard's rate on first use (guardMode "").
 		limiter: rate.NewLimiter(1, 1),
 	}
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
-	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
+	for _, inf := range bindingInformers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
 			UpdateFunc: func(o, n any) {
 				if o.(metav1.Object).GetGeneration() != n.(metav1.Object).GetGeneration() {
@@ -135,21 +133,11 @@ func noExecute(c *clusterv1alpha1.Cluster) []corev1.Taint {
 
 // enqueueTargeting enqueues the bindings scheduled to cluster.
 func (c *Controller) enqueueTargeting(cluster string) {
-	targets := func(spec *workv1alpha1.ResourceBindingSpec) bool {
-		return slices.ContainsFunc(spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster })
-	}
-	list, _ := c.bindings.Namespaced.List(labels.Everything())
-	for _, b := range list {
-		if targets(&b.Spec) {
-			c.queue.Add(workobjects.Key(b))
+	c.bindings.Each(func(key string, spec *workv1alpha1.ResourceBindingSpec) {
+		if slices.ContainsFunc(spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster }) {
+			c.queue.Add(key)
 		}
-	}
-	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
-	for _, b := range clusterList {
-		if targets(&b.Spec) {
-			c.queue.Add(workobjects.Key(b))
-		}
-	}
+	})
 }
 
 // Run works until ctx is done.

@@ -17,11 +17,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 )
 
@@ -292,3 +294,44 @@ func EvictCluster(spec *workv1alpha1.ResourceBindingSpec, task workv1alpha1.Grac
 // MaxEvictionHistory bounds a binding's eviction history: the newest
 // entries are the ones the scheduler's TTL can still care about.
 const MaxEvictionHistory = 16
+
+// NewBindings wires a Bindings accessor to factory's informers of both
+// binding kinds and returns it with those informers, for event handlers and
+// cache sync.
+func NewBindings(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory) (*Bindings, []cache.SharedIndexInformer) {
+	rb, crb := factory.Work().V1alpha1().ResourceBindings(), factory.Work().V1alpha1().ClusterResourceBindings()
+	return &Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		[]cache.SharedIndexInformer{rb.Informer(), crb.Informer()}
+}
+
+// Synced returns the HasSynced functions of informers.
+func Synced(informers ...cache.SharedIndexInformer) []cache.InformerSynced {
+	out := make([]cache.InformerSynced, len(informers))
+	for i, inf := range informers {
+		out[i] = inf.HasSynced
+	}
+	return out
+}
+
+// SpecOf returns the spec of a binding of either kind, nil for other objects.
+func SpecOf(obj any) *workv1alpha1.ResourceBindingSpec {
+	switch b := obj.(type) {
+	case *workv1alpha1.ResourceBinding:
+		return &b.Spec
+	case *workv1alpha1.ClusterResourceBinding:
+		return &b.Spec
+	}
+	return nil
+}
+
+// Each calls f with the key and spec of every cached binding of both kinds.
+func (b *Bindings) Each(f func(key string, spec *workv1alpha1.ResourceBindingSpec)) {
+	list, _ := b.Namespaced.List(labels.Everything())
+	for _, rb := range list {
+		f(Key(rb), &rb.Spec)
+	}
+	clusterList, _ := b.ClusterScoped.List(labels.Everything())
+	for _, crb := range clusterList {
+		f(Key(crb), &crb.Spec)
+	}
+}
