@@ -37,6 +37,8 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/hub/ingress"
+	"github.com/flotilla-io/flotilla/pkg/hub/remedy"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
@@ -70,6 +72,12 @@ type Options struct {
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
 	GracefulEvictionTimeout             time.Duration
+	// Traffic.
+	ConcurrentMultiClusterIngressSyncs int
+	DNSTrafficAddress                  string
+	DNSTrafficZones                    []string
+	DNSTrafficTTL                      time.Duration
+	DNSTrafficMaxInFlight              int
 }
 
 // NewOptions returns the defaults.
@@ -97,6 +105,9 @@ func NewOptions() *Options {
 		DefaultNotReadyTolerationSeconds:    600,
 		DefaultUnreachableTolerationSeconds: 600,
 		GracefulEvictionTimeout:             10 * time.Minute,
+		ConcurrentMultiClusterIngressSyncs:  2,
+		DNSTrafficTTL:                       5 * time.Second,
+		DNSTrafficMaxInFlight:               1024,
 	}
 }
 
@@ -126,6 +137,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long a workload whose placement has no toleration for the unreachable NoExecute taint stays on such a cluster.")
 	fs.DurationVar(&o.GracefulEvictionTimeout, "graceful-eviction-timeout", o.GracefulEvictionTimeout,
 		"How long an evicted copy is kept at most while the new placement is not healthy, for tasks that set no gracePeriodSeconds.")
+	fs.IntVar(&o.ConcurrentMultiClusterIngressSyncs, "concurrent-multiclusteringress-syncs", o.ConcurrentMultiClusterIngressSyncs, "MultiClusterIngresses reconciled in parallel.")
+	fs.StringVar(&o.DNSTrafficAddress, "dns-traffic-address", o.DNSTrafficAddress,
+		"host:port on which the DNS traffic manager answers (UDP and TCP) for MultiClusterIngress hosts with the addresses of the clusters that get traffic; empty disables it.")
+	fs.StringSliceVar(&o.DNSTrafficZones, "dns-traffic-zones", o.DNSTrafficZones,
+		"Zones the DNS traffic manager is authoritative for (names outside them are REFUSED); empty makes every MultiClusterIngress host its own zone.")
+	fs.DurationVar(&o.DNSTrafficTTL, "dns-traffic-ttl", o.DNSTrafficTTL, "TTL of the DNS traffic manager's answers; short, so a blocked cluster leaves resolvers' caches quickly.")
+	fs.IntVar(&o.DNSTrafficMaxInFlight, "dns-traffic-max-in-flight", o.DNSTrafficMaxInFlight, "Queries the DNS traffic manager handles at once; more are dropped (clients retry).")
 }
 
 // Validate reports every invalid flag at once.
@@ -141,6 +159,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
+	}
+	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
+		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
 	}
 	if o.FailoverEvictionTimeout < 0 {
 		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
@@ -232,6 +253,8 @@ func Run(ctx context.Context, opts *Options) error {
 			Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
 			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Metrics: hubMetrics, Recorder: recorder})
+		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
+		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()
@@ -249,6 +272,7 @@ func Run(ctx context.Context, opts *Options) error {
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
 			{taintManager.Run, 1}, {appFailover.Run, 1}, {evictionCtl.Run, 2},
+			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		} {
 			wg.Add(1)
 			go func() { defer wg.Done(); ctl.run(ctx, ctl.workers) }()

@@ -295,6 +295,11 @@ func reportApplied(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Wo
 // startHub runs the whole hub in process against a fresh apiserver until
 // the test ends, and returns a context ending with it and an admin client.
 func startHub(t *testing.T) (context.Context, flotillaclient.Interface) {
+	return startHubWith(t, nil)
+}
+
+// startHubWith is startHub with options changed by tune.
+func startHubWith(t *testing.T, tune func(*app.Options)) (context.Context, flotillaclient.Interface) {
 	t.Helper()
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -302,6 +307,9 @@ func startHub(t *testing.T) (context.Context, flotillaclient.Interface) {
 	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
 	opts.LeaderElection.LeaderElect = false
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	if tune != nil {
+		tune(opts)
+	}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, opts) }()
 	t.Cleanup(func() { cancel(); <-done })

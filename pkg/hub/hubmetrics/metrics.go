@@ -53,6 +53,15 @@ type Metrics struct {
 	WorkOperations *prometheus.CounterVec
 	// BindingSyncLatency is the time one binding sync takes, by result.
 	BindingSyncLatency *prometheus.HistogramVec
+
+	// RemedyActions is 1 for each action in a cluster's remedyActions.
+	RemedyActions *prometheus.GaugeVec
+	// IngressBlockedClusters is the number of clusters running an
+	// ingress's backends whose traffic a Remedy blocks.
+	IngressBlockedClusters *prometheus.GaugeVec
+	// IngressServingClusters is the number of clusters whose addresses an
+	// ingress serves.
+	IngressServingClusters *prometheus.GaugeVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -99,7 +108,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		BindingSyncLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "binding",
 			Name: "sync_duration_seconds", Help: "Time one binding sync takes, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"result"}),
+		RemedyActions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "remedy",
+			Name: "cluster_actions", Help: "1 for each action in a cluster's status.remedyActions."}, []string{"cluster", "action"}),
+		IngressBlockedClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "ingress",
+			Name: "traffic_blocked_clusters", Help: "Clusters running a MultiClusterIngress's backends whose traffic is blocked (TrafficControl)."}, []string{"namespace", "name"}),
+		IngressServingClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "ingress",
+			Name: "serving_clusters", Help: "Clusters whose load-balancer addresses a MultiClusterIngress serves."}, []string{"namespace", "name"}),
 	}
+	reg.MustRegister(m.RemedyActions, m.IngressBlockedClusters, m.IngressServingClusters)
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
 	return m

@@ -115,7 +115,8 @@ const (
 	// ClusterConditionEqual matches when the status equals the value.
 	ClusterConditionEqual ClusterConditionOperator = "Equal"
 	// ClusterConditionNotEqual matches when the status differs from the
-	// value (or the condition is missing).
+	// value. A condition the cluster does not report matches neither
+	// operator (Karmada's rule).
 	ClusterConditionNotEqual ClusterConditionOperator = "NotEqual"
 )
 

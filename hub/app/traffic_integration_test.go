@@ -1,0 +1,215 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/flotilla-io/flotilla/hub/app"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+)
+
+const webService = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},
+"spec":{"type":"LoadBalancer","selector":{"app":"web"},"ports":[{"port":80}]}}`
+
+// Remedies and MultiClusterIngress traffic against a real apiserver with
+// the whole hub running: a Remedy matching a cluster condition (any type)
+// sets and clears Cluster.status.remedyActions, a Remedy without decision
+// matches acts at once, deleting a Remedy clears its actions, and a
+// MultiClusterIngress follows: where its backend runs, which clusters are
+// blocked, and the addresses of the rest.
+func TestRemedyTrafficControl(t *testing.T) {
+	ctx, fc := startHubWith(t, func(o *app.Options) {
+		// No agents here: keep the hand-written Ready from turning Unknown.
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	})
+	addrs := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
+	for _, name := range []string{"member1", "member2"} {
+		c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setConditions(t, fc, c.Name, map[string]metav1.ConditionStatus{
+			clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue, clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady: metav1.ConditionTrue})
+	}
+
+	ns := "default"
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := workobjects.BindingName("Service", "web")
+	for cluster, ip := range addrs {
+		w := waitWork(t, fc, cluster, ns, binding, func(*unstructured.Unstructured) bool { return true })
+		// What the agent reports once a cloud load balancer fronts the Service.
+		reportStatus(t, fc, w, workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
+			fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, ip))
+	}
+
+	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}
+	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
+
+	dnsRemedy := &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "dns-broken"}, Spec: remedyv1alpha1.RemedySpec{
+		DecisionMatches: []remedyv1alpha1.DecisionMatch{{ClusterConditionMatch: &remedyv1alpha1.ClusterConditionRequirement{
+			ConditionType: remedyv1alpha1.ServiceDomainNameResolutionReady, Operator: remedyv1alpha1.ClusterConditionEqual, ConditionStatus: "False"}}},
+		Actions: []remedyv1alpha1.RemedyAction{remedyv1alpha1.TrafficControl}}}
+	if _, err := fc.RemedyV1alpha1().Remedies().Create(ctx, dnsRemedy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// member1's DNS breaks: its traffic is blocked.
+	setConditions(t, fc, "member1", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady: metav1.ConditionFalse})
+	waitActions(t, fc, "member1", "TrafficControl")
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, []string{"member1"}, []string{"10.0.2.1"})
+	// The Remedy is deleted while DNS is still broken: the block goes.
+	if err := fc.RemedyV1alpha1().Remedies().Delete(ctx, dnsRemedy.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitActions(t, fc, "member1")
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
+	// Back, then DNS repaired: cleared.
+	if _, err := fc.RemedyV1alpha1().Remedies().Create(ctx, dnsRemedy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitActions(t, fc, "member1", "TrafficControl")
+	setConditions(t, fc, "member1", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady: metav1.ConditionTrue})
+	waitActions(t, fc, "member1")
+
+	// An upgrade: a Remedy with no decision matches acts at once, on the
+	// clusters it names only, and stops when deleted.
+	upgrade := &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-member2"}, Spec: remedyv1alpha1.RemedySpec{
+		ClusterAffinity: &remedyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}},
+		Actions:         []remedyv1alpha1.RemedyAction{remedyv1alpha1.TrafficControl}}}
+	if _, err := fc.RemedyV1alpha1().Remedies().Create(ctx, upgrade, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitActions(t, fc, "member2", "TrafficControl")
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, []string{"member2"}, []string{"10.0.1.1"})
+	if got := actionsOf(t, fc, "member1"); len(got) != 0 {
+		t.Fatalf("member1 got %v from a Remedy for member2", got)
+	}
+	// A cluster that is not Ready stops getting traffic as well.
+	setConditions(t, fc, "member1", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionFalse})
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, []string{"member2"}, []string{"10.0.1.1"}) // fail open: nothing else is left
+	setConditions(t, fc, "member1", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue})
+	if err := fc.RemedyV1alpha1().Remedies().Delete(ctx, upgrade.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitActions(t, fc, "member2")
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
+	setConditions(t, fc, "member2", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionFalse})
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1"})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// setConditions writes condition statuses as the agent would.
+func setConditions(t *testing.T, fc flotillaclient.Interface, cluster string, conds map[string]metav1.ConditionStatus) {
+	t.Helper()
+	waitUntil(t, "conditions of "+cluster+" written", func() (bool, error) {
+		c, err := fc.ClusterV1alpha1().Clusters().Get(context.Background(), cluster, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for typ, status := range conds {
+			meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: "Test", Message: "set by the test"})
+		}
+		_, err = fc.ClusterV1alpha1().Clusters().UpdateStatus(context.Background(), c, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+func actionsOf(t *testing.T, fc flotillaclient.Interface, cluster string) []string {
+	t.Helper()
+	c, err := fc.ClusterV1alpha1().Clusters().Get(context.Background(), cluster, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Status.RemedyActions
+}
+
+func waitActions(t *testing.T, fc flotillaclient.Interface, cluster string, want ...string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("remedy actions of %s = %v", cluster, want), func() (bool, error) {
+		return slices.Equal(actionsOf(t, fc, cluster), want), nil
+	})
+}
+
+// waitTraffic waits for the ingress status: its backend's clusters, the
+// blocked ones and the served IPs.
+func waitTraffic(t *testing.T, fc flotillaclient.Interface, ns, name string, placed, blocked, ips []string) {
+	t.Helper()
+	var last networkingv1alpha1.MultiClusterIngressStatus
+	err := func() error {
+		deadline := time.Now().Add(45 * time.Second)
+		for time.Now().Before(deadline) {
+			mci, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			last = mci.Status
+			var gotBlocked, gotIPs []string
+			for _, b := range last.TrafficBlockClusters {
+				gotBlocked = append(gotBlocked, b.Name)
+			}
+			for _, in := range last.LoadBalancer.Ingress {
+				gotIPs = append(gotIPs, in.IP)
+			}
+			if len(last.ServiceLocations) == 1 && slices.Equal(last.ServiceLocations[0].Clusters, placed) &&
+				slices.Equal(gotBlocked, blocked) && slices.Equal(gotIPs, ips) {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return fmt.Errorf("timed out")
+	}()
+	if err != nil {
+		t.Fatalf("ingress %s/%s: want placed %v blocked %v addresses %v; last status %+v: %v", ns, name, placed, blocked, ips, last, err)
+	}
+}
+
+// reportStatus writes what an agent writes after applying the Work's one
+// manifest whose status is status.
+func reportStatus(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Work, id workv1alpha1.ResourceIdentifier, status string) {
+	t.Helper()
+	waitUntil(t, "Work status written", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().Works(w.Namespace).Get(context.Background(), w.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "applied", ObservedGeneration: cur.Generation})
+		cur.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{Identifier: id,
+			Status: &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy}}
+		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}

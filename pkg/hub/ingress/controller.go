@@ -1,0 +1,292 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package ingress is the MultiClusterIngress controller. For each ingress it
+// records where the backend Services are placed (serviceLocations, from the
+// bindings), which of those clusters a Remedy has taken out of traffic
+// (trafficBlockClusters), and the load-balancer addresses of the clusters
+// that get traffic (loadBalancer), which the DNS traffic manager serves.
+// Its status is the single source of truth for traffic: every hub replica's
+// DNS server answers from it.
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	networkinglisters "github.com/flotilla-io/flotilla/pkg/generated/listers/networking/v1alpha1"
+	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+)
+
+// Event reasons on a MultiClusterIngress.
+const (
+	EventTrafficBlocked  = "TrafficBlocked"
+	EventTrafficRestored = "TrafficRestored"
+	EventFailOpen        = "TrafficFailOpen"
+)
+
+// Options tune the controller.
+type Options struct {
+	Clock    clock.Clock
+	Metrics  *hubmetrics.Metrics
+	Recorder record.EventRecorder
+}
+
+// Controller keeps MultiClusterIngress status.
+type Controller struct {
+	opts      Options
+	client    flotillaclient.Interface
+	ingresses networkinglisters.MultiClusterIngressLister
+	bindings  worklisters.ResourceBindingLister
+	clusters  clusterlisters.ClusterLister
+	synced    []cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController wires the controller to factory's informers.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	ingresses := factory.Networking().V1alpha1().MultiClusterIngresses()
+	bindings := factory.Work().V1alpha1().ResourceBindings()
+	clusters := factory.Cluster().V1alpha1().Clusters()
+	c := &Controller{opts: opts, client: client,
+		ingresses: ingresses.Lister(), bindings: bindings.Lister(), clusters: clusters.Lister(),
+		synced: []cache.InformerSynced{ingresses.Informer().HasSynced, bindings.Informer().HasSynced, clusters.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "multicluster-ingress"}),
+	}
+	_, _ = ingresses.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, n any) { c.enqueue(n) },
+		DeleteFunc: c.forget,
+	})
+	onBinding := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if rb, ok := obj.(*workv1alpha1.ResourceBinding); ok {
+			c.enqueueFor(rb)
+		}
+	}
+	_, _ = bindings.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onBinding, UpdateFunc: func(_, n any) { onBinding(n) }, DeleteFunc: onBinding,
+	})
+	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*clusterv1alpha1.Cluster), cur.(*clusterv1alpha1.Cluster)
+			if readyStatus(o) != readyStatus(n) || !slices.Equal(o.Status.RemedyActions, n.Status.RemedyActions) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
+	})
+	return c
+}
+
+func readyStatus(c *clusterv1alpha1.Cluster) metav1.ConditionStatus {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); cond != nil {
+		return cond.Status
+	}
+	return ""
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) forget(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if mci, ok := obj.(*networkingv1alpha1.MultiClusterIngress); ok && c.opts.Metrics != nil {
+		c.opts.Metrics.IngressBlockedClusters.DeleteLabelValues(mci.Namespace, mci.Name)
+		c.opts.Metrics.IngressServingClusters.DeleteLabelValues(mci.Namespace, mci.Name)
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	list, _ := c.ingresses.List(labels.Everything())
+	for _, mci := range list {
+		c.enqueue(mci)
+	}
+}
+
+// enqueueFor queues the ingresses of rb's namespace that rb's Service
+// backs, or whose member Ingress it binds.
+func (c *Controller) enqueueFor(rb *workv1alpha1.ResourceBinding) {
+	kind, name := boundKind(rb)
+	if kind == "" {
+		return
+	}
+	list, _ := c.ingresses.MultiClusterIngresses(rb.Namespace).List(labels.Everything())
+	for _, mci := range list {
+		if kind == kindService && slices.Contains(BackendServices(&mci.Spec), name) || kind == kindIngress && mci.Name == name {
+			c.enqueue(mci)
+		}
+	}
+}
+
+const (
+	kindService = "Service"
+	kindIngress = "Ingress"
+)
+
+// boundKind says whether rb binds a core Service or a networking.k8s.io
+// Ingress, and its name.
+func boundKind(rb *workv1alpha1.ResourceBinding) (kind, name string) {
+	r := rb.Spec.Resource
+	if r.Namespace != "" && r.Namespace != rb.Namespace {
+		return "", ""
+	}
+	switch {
+	case r.APIVersion == "v1" && r.Kind == kindService:
+		return kindService, r.Name
+	case strings.HasPrefix(r.APIVersion, "networking.k8s.io/") && r.Kind == kindIngress:
+		return kindIngress, r.Name
+	}
+	return "", ""
+}
+
+// Run works until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync("multicluster-ingress", ctx.Done(), c.synced...) {
+		return
+	}
+	queueworker.Run(ctx, "multicluster-ingress", c.queue, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	mci, err := c.ingresses.MultiClusterIngresses(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	in, err := c.inputs(mci)
+	if err != nil {
+		return err
+	}
+	d := Decide(&mci.Spec, in)
+	if m := c.opts.Metrics; m != nil {
+		m.IngressBlockedClusters.WithLabelValues(namespace, name).Set(float64(len(d.Status.TrafficBlockClusters)))
+		m.IngressServingClusters.WithLabelValues(namespace, name).Set(float64(len(d.Serving)))
+	}
+	if equality.Semantic.DeepEqual(d.Status, mci.Status) {
+		return nil
+	}
+	updated := mci.DeepCopy()
+	updated.Status = d.Status
+	if _, err := c.client.NetworkingV1alpha1().MultiClusterIngresses(namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("writing status of MultiClusterIngress %s: %w", key, err)
+	}
+	c.report(ctx, updated, mci.Status, d)
+	return nil
+}
+
+func (c *Controller) inputs(mci *networkingv1alpha1.MultiClusterIngress) (Inputs, error) {
+	in := Inputs{Services: map[string][]*workv1alpha1.ResourceBinding{}, Clusters: map[string]*clusterv1alpha1.Cluster{},
+		Previous: &mci.Status, Now: metav1.NewTime(c.opts.Clock.Now())}
+	backends := BackendServices(&mci.Spec)
+	bindings, err := c.bindings.ResourceBindings(mci.Namespace).List(labels.Everything())
+	if err != nil {
+		return in, err
+	}
+	for _, rb := range bindings {
+		if rb.DeletionTimestamp != nil {
+			continue
+		}
+		switch kind, name := boundKind(rb); {
+		case kind == kindService && slices.Contains(backends, name):
+			in.Services[name] = append(in.Services[name], rb)
+		case kind == kindIngress && name == mci.Name:
+			in.Ingresses = append(in.Ingresses, rb)
+		}
+	}
+	clusters, err := c.clusters.List(labels.Everything())
+	if err != nil {
+		return in, err
+	}
+	for _, cl := range clusters {
+		in.Clusters[cl.Name] = cl
+	}
+	return in, nil
+}
+
+// report logs and records what changed for the people running the ingress.
+func (c *Controller) report(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, before networkingv1alpha1.MultiClusterIngressStatus, d Decision) {
+	names := func(l []networkingv1alpha1.ClusterObject) []string {
+		out := make([]string, 0, len(l))
+		for _, b := range l {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	was, now := names(before.TrafficBlockClusters), names(d.Status.TrafficBlockClusters)
+	klog.FromContext(ctx).Info("MultiClusterIngress traffic updated", "ingress", klog.KObj(mci),
+		"serving", d.Serving, "blocked", now, "addresses", len(d.Status.LoadBalancer.Ingress), "failOpen", d.FailOpen)
+	if c.opts.Recorder == nil {
+		return
+	}
+	for _, n := range now {
+		if !slices.Contains(was, n) {
+			c.opts.Recorder.Eventf(mci, corev1.EventTypeWarning, EventTrafficBlocked, "traffic to cluster %s blocked: its remedy actions contain TrafficControl", n)
+		}
+	}
+	for _, n := range was {
+		if !slices.Contains(now, n) {
+			c.opts.Recorder.Eventf(mci, corev1.EventTypeNormal, EventTrafficRestored, "traffic to cluster %s restored", n)
+		}
+	}
+	if d.FailOpen {
+		c.opts.Recorder.Eventf(mci, corev1.EventTypeWarning, EventFailOpen,
+			"no backend cluster is Ready and unblocked; serving %s, which the hub cannot confirm, rather than nothing", strings.Join(d.Serving, ", "))
+	}
+}
