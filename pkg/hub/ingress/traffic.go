@@ -201,5 +201,7 @@ func sortAddresses(lbs []networkingv1.IngressLoadBalancerIngress) []networkingv1
 		}
 		return cmp.Compare(a.Hostname, b.Hostname)
 	})
-	return slices.CompactFunc(lbs, func(a, b networkingv1.IngressLoadBalancerIngress) bool { return a.IP == b.IP && a.Hostname == b.Hostname })
+	return slices.CompactFunc(lbs, func(a, b networkingv1.IngressLoadBalancerIngress) bool {
+		return a.IP == b.IP && a.Hostname == b.Hostname
+	})
 }

@@ -86,7 +86,9 @@ func TestDecide(t *testing.T) {
 		t.Fatalf("all Ready: addresses %v", got)
 	}
 	if want := []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{"member1", "member2", "member3"}}}; !slices.EqualFunc(d.Status.ServiceLocations, want,
-		func(a, b networkingv1alpha1.ServiceLocation) bool { return a.Name == b.Name && slices.Equal(a.Clusters, b.Clusters) }) {
+		func(a, b networkingv1alpha1.ServiceLocation) bool {
+			return a.Name == b.Name && slices.Equal(a.Clusters, b.Clusters)
+		}) {
 		t.Fatalf("serviceLocations %v", d.Status.ServiceLocations)
 	}
 	if len(d.Status.TrafficBlockClusters) != 0 || d.FailOpen {
