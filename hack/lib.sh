@@ -31,6 +31,8 @@ KUBECTL=$BIN/kubectl
 log() { printf '>> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# The hub's DNS traffic manager (MultiClusterIngress hosts).
+hub_dns_port() { echo $((PORT_BASE + 53)); }
 member_dns_port() { echo $((PORT_BASE + 100 * $1)); }
 # agent_port MEMBER INDEX OFFSET: OFFSET 0 = health, 1 = metrics.
 agent_port() { echo $((PORT_BASE + 100 * $1 + 10 + 2 * $2 + $3)); }

@@ -155,7 +155,7 @@ hub_kubeconfig=$STATE_DIR/hub.kubeconfig
 chmod 0600 "$hub_kubeconfig"
 start_process hub "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
 	--health-probe-bind-address "127.0.0.1:$PORT_BASE" --metrics-bind-address "127.0.0.1:$((PORT_BASE + 1))" \
-	--leader-elect-resource-name "$PREFIX-hub" "${hub_flags[@]}"
+	--leader-elect-resource-name "$PREFIX-hub" --dns-traffic-address "127.0.0.1:$(hub_dns_port)" "${hub_flags[@]}"
 health_urls=("http://127.0.0.1:$PORT_BASE/readyz")
 
 for i in $(seq 1 "$MEMBERS"); do
@@ -190,6 +190,7 @@ done
 	echo "HUB_CONTEXT=$PREFIX-hub"
 	echo "HUB_HEALTH=127.0.0.1:$PORT_BASE"
 	echo "HUB_METRICS=127.0.0.1:$((PORT_BASE + 1))"
+	echo "HUB_DNS=127.0.0.1:$(hub_dns_port)"
 	echo "MEMBERS=$MEMBERS"
 	for i in $(seq 1 "$MEMBERS"); do
 		echo "MEMBER${i}_NAME=member$i"
@@ -219,6 +220,7 @@ Flotilla is up in $(($(date +%s) - start_time))s: hub + $MEMBERS members, $NODES
   kubectl --context $PREFIX-hub get clusters
   kubectl --context $PREFIX-member1 get nodes
   dig @127.0.0.1 -p $(member_dns_port 1) kubernetes.default.svc.cluster.local   # member1's CoreDNS
+  dig @127.0.0.1 -p $(hub_dns_port) <MultiClusterIngress host>   # the hub's DNS traffic manager
 Logs: $LOG_DIR    Hub: http://127.0.0.1:$PORT_BASE/readyz, metrics on :$((PORT_BASE + 1))
 Stop everything with: make down
 EOF

@@ -48,7 +48,9 @@ type Environment struct {
 	HubContext         string
 	HubHealth          string
 	HubMetrics         string
-	Members            []Member
+	// HubDNS is host:port of the hub's DNS traffic manager.
+	HubDNS  string
+	Members []Member
 }
 
 // LoadEnvironment reads the KEY=VALUE file hack/local-up.sh writes.
@@ -74,6 +76,7 @@ func LoadEnvironment(path string) (*Environment, error) {
 		HubContext: kv["HUB_CONTEXT"],
 		HubHealth:  kv["HUB_HEALTH"],
 		HubMetrics: kv["HUB_METRICS"],
+		HubDNS:     kv["HUB_DNS"],
 		StateDir:   kv["STATE_DIR"],
 		Prefix:     kv["PREFIX"],
 		CtlScript:  kv["CTL"],
