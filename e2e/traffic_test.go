@@ -144,7 +144,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		DeferCleanup(func(ctx context.Context) {
 			_ = env.Ctl(ctx, "start", "coredns-"+m1)
 			Eventually(ctx, func() metav1.ConditionStatus { return dnsCondition(ctx, m1).Status }).
-				WithTimeout(dnsThreshold+60*time.Second).WithPolling(time.Second).Should(Equal(metav1.ConditionTrue))
+				WithTimeout(dnsThreshold + 60*time.Second).WithPolling(time.Second).Should(Equal(metav1.ConditionTrue))
 		})
 		var failing *metav1.Condition
 		Eventually(ctx, func(g Gomega) {
