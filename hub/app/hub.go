@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/ingress"
@@ -223,6 +224,28 @@ func Run(ctx context.Context, opts *Options) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- health.Run(ctx) }()
 
+	// The DNS traffic manager only reads MultiClusterIngress status, so it
+	// serves on every replica, leader or not: all answer the same.
+	dnsErr := make(chan error, 1)
+	if opts.DNSTrafficAddress != "" {
+		dnsFactory := flotillainformers.NewSharedInformerFactory(clients.flotilla("dns-traffic"), 0)
+		dnsServer, err := dnstraffic.New(dnstraffic.Options{Address: opts.DNSTrafficAddress, Zones: opts.DNSTrafficZones,
+			TTL: opts.DNSTrafficTTL, MaxInFlight: opts.DNSTrafficMaxInFlight, Metrics: dnstraffic.NewMetrics(registry)},
+			dnsFactory.Networking().V1alpha1().MultiClusterIngresses().Informer())
+		if err != nil {
+			return fmt.Errorf("--dns-traffic-*: %w", err)
+		}
+		health.AddReadyzCheck("dns-traffic", func(context.Context) error { return dnsServer.Ready() })
+		dnsFactory.Start(ctx.Done())
+		defer dnsFactory.Shutdown()
+		go func() {
+			if err := dnsServer.Run(ctx); err != nil {
+				dnsErr <- err
+				cancel()
+			}
+		}()
+	}
+
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
 		factory := flotillainformers.NewSharedInformerFactory(clients.flotilla("informers"), 0)
@@ -287,6 +310,11 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	cancel()
+	select {
+	case err := <-dnsErr:
+		return err
+	default:
+	}
 	if err := <-serveErr; err != nil {
 		return err
 	}

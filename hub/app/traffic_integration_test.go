@@ -3,10 +3,12 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,9 +35,11 @@ const webService = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"
 // MultiClusterIngress follows: where its backend runs, which clusters are
 // blocked, and the addresses of the rest.
 func TestRemedyTrafficControl(t *testing.T) {
+	dnsAddr = freeUDPAndTCPAddr(t)
 	ctx, fc := startHubWith(t, func(o *app.Options) {
 		// No agents here: keep the hand-written Ready from turning Unknown.
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.DNSTrafficAddress = dnsAddr
 	})
 	addrs := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
 	for _, name := range []string{"member1", "member2"} {
@@ -131,6 +135,56 @@ func TestRemedyTrafficControl(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// dnsAddr is where the hub under test runs its DNS traffic manager.
+var dnsAddr string
+
+// resolve asks the hub's DNS traffic manager for name's A records, sorted.
+func resolve(t *testing.T, name string) []string {
+	t.Helper()
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	reply, _, err := new(dns.Client).Exchange(msg, dnsAddr)
+	if err != nil || reply.Rcode != dns.RcodeSuccess {
+		return []string{fmt.Sprintf("error %v rcode %d", err, rcodeOf(reply))}
+	}
+	var ips []string
+	for _, rr := range reply.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+func rcodeOf(m *dns.Msg) int {
+	if m == nil {
+		return -1
+	}
+	return m.Rcode
+}
+
+// freeUDPAndTCPAddr returns a loopback address whose port is free for both
+// UDP and TCP right now.
+func freeUDPAndTCPAddr(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		pc, err := net.ListenPacket("udp", addr)
+		_ = l.Close()
+		if err == nil {
+			_ = pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for both UDP and TCP")
+	return ""
+}
+
 // setConditions writes condition statuses as the agent would.
 func setConditions(t *testing.T, fc flotillaclient.Interface, cluster string, conds map[string]metav1.ConditionStatus) {
 	t.Helper()
@@ -184,7 +238,7 @@ func waitTraffic(t *testing.T, fc flotillaclient.Interface, ns, name string, pla
 				gotIPs = append(gotIPs, in.IP)
 			}
 			if len(last.ServiceLocations) == 1 && slices.Equal(last.ServiceLocations[0].Clusters, placed) &&
-				slices.Equal(gotBlocked, blocked) && slices.Equal(gotIPs, ips) {
+				slices.Equal(gotBlocked, blocked) && slices.Equal(gotIPs, ips) && slices.Equal(resolve(t, "web.example.com"), ips) {
 				return nil
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -1,0 +1,148 @@
+package dnstraffic
+
+import (
+	"github.com/miekg/dns"
+)
+
+const (
+	// maxUDPSize is the largest UDP reply sent and the EDNS0 size
+	// advertised: 1232 avoids IP fragmentation (DNS flag day 2020).
+	maxUDPSize = 1232
+	// SOA timers; nothing transfers these zones, so only the minimum (the
+	// negative-caching TTL) matters.
+	soaRefresh = 3600
+	soaRetry   = 600
+	soaExpire  = 86400
+)
+
+// Answer computes the reply to req from the snapshot. It is pure: no I/O,
+// no shared state written, safe on any message Unpack returns. The reply is
+// not truncated; the transport does that.
+func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
+	m := &dns.Msg{}
+	m.Id = req.Id
+	m.Response = true
+	m.Opcode = req.Opcode
+	m.RecursionDesired = req.RecursionDesired
+	m.CheckingDisabled = req.CheckingDisabled
+	if len(req.Question) == 1 {
+		m.Question = []dns.Question{req.Question[0]}
+	}
+
+	var opt *dns.OPT
+	nopt := 0
+	for _, rr := range req.Extra {
+		if o, ok := rr.(*dns.OPT); ok {
+			opt = o
+			nopt++
+		}
+	}
+	if nopt > 1 { // RFC 6891 6.1.1
+		m.Rcode = dns.RcodeFormatError
+		return m
+	}
+	if opt != nil {
+		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		o.SetUDPSize(maxUDPSize)
+		m.Extra = []dns.RR{o}
+		if opt.Version() != 0 {
+			m.Rcode = dns.RcodeBadVers
+			return m
+		}
+	}
+
+	switch {
+	case req.Response:
+		m.Rcode = dns.RcodeFormatError
+		return m
+	case req.Opcode != dns.OpcodeQuery:
+		m.Rcode = dns.RcodeNotImplemented
+		return m
+	case len(req.Question) != 1:
+		m.Rcode = dns.RcodeFormatError
+		return m
+	}
+	q := req.Question[0]
+	switch {
+	case q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY:
+		m.Rcode = dns.RcodeRefused
+		return m
+	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
+		m.Rcode = dns.RcodeRefused // no zone transfers: replicas build their own
+		return m
+	case !s.Synced():
+		m.Rcode = dns.RcodeServerFailure
+		return m
+	}
+
+	name := asciiLower(q.Name)
+	if !dns.IsFqdn(name) {
+		name += "."
+	}
+	apex := zoneOf(s.zones, name)
+	if apex == "" {
+		m.Rcode = dns.RcodeRefused
+		return m
+	}
+	m.Authoritative = true
+	e := s.lookup(name, apex)
+	if e == nil {
+		m.Rcode = dns.RcodeNameError
+		m.Ns = []dns.RR{s.soa(apex)}
+		return m
+	}
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: s.ttl}
+	}
+	if q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY {
+		for _, ip := range e.v4 {
+			m.Answer = append(m.Answer, &dns.A{Hdr: hdr(dns.TypeA), A: ip})
+		}
+	}
+	if q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY {
+		for _, ip := range e.v6 {
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: ip})
+		}
+	}
+	if q.Qtype == dns.TypeSOA && name == apex {
+		soa := s.soa(apex)
+		soa.Hdr.Name = q.Name
+		m.Answer = append(m.Answer, soa)
+	}
+	if len(m.Answer) == 0 {
+		m.Ns = []dns.RR{s.soa(apex)} // NODATA, negatively cacheable
+	}
+	return m
+}
+
+// lookup returns the entry of name inside apex, nil if the name does not
+// exist. An existing name wins over the wildcard (RFC 4592); a wildcard
+// matches exactly one label, as in Ingress.
+func (s *Snapshot) lookup(name, apex string) *entry {
+	if e, ok := s.names[name]; ok {
+		return e
+	}
+	if p := parent(name); p != "" && len(p) >= len(apex) {
+		return s.wild[p]
+	}
+	return nil
+}
+
+// soa is the zone's SOA; its minimum is the TTL so NXDOMAIN and NODATA are
+// cached no longer than positive answers.
+func (s *Snapshot) soa(apex string) *dns.SOA {
+	hostmaster := "hostmaster." + apex
+	if apex == "." {
+		hostmaster = "hostmaster."
+	}
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: apex, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: s.ttl},
+		Ns:      apex,
+		Mbox:    hostmaster,
+		Serial:  s.serial,
+		Refresh: soaRefresh,
+		Retry:   soaRetry,
+		Expire:  soaExpire,
+		Minttl:  s.ttl,
+	}
+}

@@ -1,0 +1,371 @@
+package dnstraffic
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	networkinglisters "github.com/flotilla-io/flotilla/pkg/generated/listers/networking/v1alpha1"
+)
+
+// Snapshot is an immutable view of every MCI host and its addresses. It is
+// replaced whole on change, so the query path reads it without locks.
+type Snapshot struct {
+	synced bool
+	ttl    uint32
+	serial uint32
+	// zones are the apexes served, FQDN and lowercase.
+	zones map[string]struct{}
+	// names are the names that exist: hosts, their ancestors inside their
+	// zone (empty non-terminals, so RFC 8020 resolvers do not prune a
+	// host's subtree on an NXDOMAIN) and the apexes.
+	names map[string]*entry
+	// wild maps the parent of a wildcard host ("example.com." for
+	// "*.example.com") to its entry.
+	wild  map[string]*entry
+	hosts int
+}
+
+// entry is the records of one name; a name with host=false (apex or empty
+// non-terminal) exists but has no addresses.
+type entry struct {
+	host bool
+	v4   []net.IP
+	v6   []net.IP
+}
+
+// Synced says whether the snapshot reflects a synced cache; an unsynced
+// snapshot is answered SERVFAIL.
+func (s *Snapshot) Synced() bool { return s != nil && s.synced }
+
+// Hosts is the number of hosts (wildcards included) in the snapshot.
+func (s *Snapshot) Hosts() int {
+	if s == nil {
+		return 0
+	}
+	return s.hosts
+}
+
+// ignoredHost is a host left out of a snapshot and why.
+type ignoredHost struct {
+	host, reason string
+}
+
+// normalizeName returns name lowercased and fully qualified, or false when
+// it is not a plain hostname (letters, digits, '-', '_', '.', and '*' only
+// as a whole leading label).
+func normalizeName(name string) (string, bool) {
+	name = strings.TrimSuffix(asciiLower(name), ".")
+	if name == "" || len(name) > 253 {
+		return "", false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+		case c == '.':
+			if i == 0 || name[i-1] == '.' {
+				return "", false
+			}
+		case c == '*':
+			if i != 0 || len(name) < 3 || name[1] != '.' {
+				return "", false
+			}
+		default:
+			return "", false
+		}
+	}
+	for _, l := range strings.Split(name, ".") {
+		if len(l) > 63 {
+			return "", false
+		}
+	}
+	return name + ".", true
+}
+
+// asciiLower lowercases ASCII letters only: names come in presentation
+// format, where other bytes are escaped, and must not be rewritten.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// parent is name without its first label, "" for the root.
+func parent(name string) string {
+	if name == "." || name == "" {
+		return ""
+	}
+	off, end := dns.NextLabel(name, 0)
+	if end {
+		return "."
+	}
+	return name[off:]
+}
+
+// zoneOf returns the longest zone containing name (FQDN, lowercase), or "".
+func zoneOf(zones map[string]struct{}, name string) string {
+	off := 0
+	for {
+		if _, ok := zones[name[off:]]; ok {
+			return name[off:]
+		}
+		var end bool
+		off, end = dns.NextLabel(name, off)
+		if end || off >= len(name) {
+			break
+		}
+	}
+	if _, ok := zones["."]; ok {
+		return "."
+	}
+	return ""
+}
+
+// buildSnapshot turns MCIs into a snapshot. zones are normalized apexes
+// (nil: every host is its own apex). It returns the hosts it left out.
+func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration) (*Snapshot, []ignoredHost) {
+	var ignored []ignoredHost
+	exact := map[string]*entry{}
+	wild := map[string]*entry{}
+	for _, mci := range mcis {
+		var v4, v6 []net.IP
+		for _, ing := range mci.Status.LoadBalancer.Ingress {
+			ip := net.ParseIP(ing.IP)
+			switch {
+			case ip == nil:
+			case ip.To4() != nil:
+				v4 = append(v4, ip.To4())
+			default:
+				v6 = append(v6, ip.To16())
+			}
+		}
+		for _, rule := range mci.Spec.Rules {
+			if rule.Host == "" {
+				continue // a catch-all rule has no name to answer for
+			}
+			h, ok := normalizeName(rule.Host)
+			if !ok {
+				ignored = append(ignored, ignoredHost{rule.Host, "not a valid DNS name"})
+				continue
+			}
+			set := exact
+			if strings.HasPrefix(h, "*.") {
+				h, set = h[2:], wild
+			}
+			e := set[h]
+			if e == nil {
+				e = &entry{host: true}
+				set[h] = e
+			}
+			// Union across MCIs that name the same host.
+			e.v4 = append(e.v4, v4...)
+			e.v6 = append(e.v6, v6...)
+		}
+	}
+
+	s := &Snapshot{synced: true, ttl: uint32(ttl / time.Second), zones: map[string]struct{}{},
+		names: map[string]*entry{}, wild: map[string]*entry{}}
+	if len(zones) > 0 {
+		for _, z := range zones {
+			s.zones[z] = struct{}{}
+		}
+	} else {
+		for h := range exact {
+			s.zones[h] = struct{}{}
+		}
+		for p := range wild {
+			s.zones[p] = struct{}{}
+		}
+	}
+	for z := range s.zones {
+		s.names[z] = &entry{}
+	}
+	// ensure marks name and its ancestors up to apex as existing.
+	ensure := func(name, apex string) {
+		for n := name; n != "" && len(n) >= len(apex); n = parent(n) {
+			if _, ok := s.names[n]; ok {
+				return
+			}
+			s.names[n] = &entry{}
+		}
+	}
+	outside := func(h string) {
+		ignored = append(ignored, ignoredHost{strings.TrimSuffix(h, "."), "outside every zone"})
+	}
+	for h, e := range exact {
+		apex := zoneOf(s.zones, h)
+		if apex == "" {
+			outside(h)
+			continue
+		}
+		ensure(parent(h), apex)
+		dedupe(e)
+		s.names[h] = e
+		s.hosts++
+	}
+	for p, e := range wild {
+		apex := zoneOf(s.zones, p)
+		if apex == "" {
+			outside("*." + p)
+			continue
+		}
+		ensure(p, apex)
+		dedupe(e)
+		s.wild[p] = e
+		s.hosts++
+	}
+	s.serial = s.hash()
+	return s, ignored
+}
+
+func dedupe(e *entry) {
+	for _, ips := range []*[]net.IP{&e.v4, &e.v6} {
+		slices.SortFunc(*ips, func(a, b net.IP) int { return bytes.Compare(a, b) })
+		*ips = slices.CompactFunc(*ips, func(a, b net.IP) bool { return a.Equal(b) })
+	}
+}
+
+// hash is the SOA serial: a function of the content only, so every hub
+// replica serves the same serial for the same MCIs.
+func (s *Snapshot) hash() uint32 {
+	h := fnv.New32a()
+	write := func(prefix string, m map[string]*entry) {
+		keys := make([]string, 0, len(m))
+		for k, e := range m {
+			if e.host {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			h.Write([]byte(prefix + k))
+			for _, ip := range m[k].v4 {
+				h.Write(ip)
+			}
+			h.Write([]byte{0})
+			for _, ip := range m[k].v6 {
+				h.Write(ip)
+			}
+			h.Write([]byte{0})
+		}
+	}
+	write("", s.names)
+	write("*.", s.wild)
+	return h.Sum32()
+}
+
+// Table keeps the current Snapshot of an MCI informer's cache.
+type Table struct {
+	informer cache.SharedIndexInformer
+	lister   networkinglisters.MultiClusterIngressLister
+	reg      cache.ResourceEventHandlerRegistration
+	zones    []string
+	ttl      time.Duration
+	metrics  *Metrics
+
+	snap  atomic.Pointer[Snapshot]
+	dirty chan struct{}
+	// ignored is the hosts last logged as ignored (rebuild goroutine only),
+	// so an unchanged mistake is logged once, not on every rebuild.
+	ignored map[ignoredHost]bool
+}
+
+// NewTable registers on the MCI informer; Run keeps the snapshot current.
+// zones and ttl are as in Options (zones already normalized).
+func NewTable(mcis cache.SharedIndexInformer, zones []string, ttl time.Duration, m *Metrics) (*Table, error) {
+	t := &Table{informer: mcis, lister: networkinglisters.NewMultiClusterIngressLister(mcis.GetIndexer()),
+		zones: zones, ttl: ttl, metrics: m, dirty: make(chan struct{}, 1), ignored: map[ignoredHost]bool{}}
+	t.snap.Store(&Snapshot{})
+	reg, err := mcis.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.markDirty() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*networkingv1alpha1.MultiClusterIngress)
+			n, ok2 := newObj.(*networkingv1alpha1.MultiClusterIngress)
+			if ok1 && ok2 && o.ResourceVersion == n.ResourceVersion {
+				return // periodic resync: nothing changed
+			}
+			t.markDirty()
+		},
+		DeleteFunc: func(any) { t.markDirty() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dns traffic manager: watch MultiClusterIngresses: %w", err)
+	}
+	t.reg = reg
+	return t, nil
+}
+
+// markDirty asks for a rebuild; bursts of events coalesce into one.
+func (t *Table) markDirty() {
+	select {
+	case t.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// HasSynced is true once a snapshot of the synced cache is being served.
+func (t *Table) HasSynced() bool { return t.snap.Load().Synced() }
+
+// Snapshot is the current snapshot (never nil).
+func (t *Table) Snapshot() *Snapshot { return t.snap.Load() }
+
+// Run rebuilds the snapshot on every change until ctx is done. The informer
+// itself is started by its factory.
+func (t *Table) Run(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), t.reg.HasSynced) {
+		return
+	}
+	t.rebuild(log)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.dirty:
+			t.rebuild(log)
+		}
+	}
+}
+
+func (t *Table) rebuild(log logr.Logger) {
+	mcis, err := t.lister.List(labels.Everything())
+	if err != nil { // the cache lister does not fail; keep serving the old snapshot
+		log.Error(err, "Listing MultiClusterIngresses")
+		return
+	}
+	s, ignored := buildSnapshot(mcis, t.zones, t.ttl)
+	t.snap.Store(s)
+	t.metrics.Hosts.Set(float64(s.hosts))
+	now := make(map[ignoredHost]bool, len(ignored))
+	for _, ig := range ignored {
+		now[ig] = true
+		if !t.ignored[ig] {
+			log.Info("DNS traffic manager ignores MultiClusterIngress host", "host", ig.host, "reason", ig.reason)
+		}
+	}
+	t.ignored = now
+}
