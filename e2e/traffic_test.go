@@ -134,7 +134,9 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 	}
 
 	It("takes member1 out of traffic while its CoreDNS is down, and back when it returns or the Remedy goes", func(ctx SpecContext) {
-		Expect(dnsCondition(ctx, m1).Status).To(Equal(metav1.ConditionTrue))
+		// A fresh environment reports DNS once the agents' first verdicts are in.
+		Eventually(ctx, func() metav1.ConditionStatus { return conditionStatus(dnsCondition(ctx, m1)) }).
+			WithTimeout(dnsThreshold + 60*time.Second).WithPolling(time.Second).Should(Equal(metav1.ConditionTrue))
 		createRemedy(ctx, dnsRemedy())
 		Consistently(ctx, func() []string { return remedyActions(ctx, m1) }).WithTimeout(3 * time.Second).Should(BeEmpty())
 
@@ -143,13 +145,13 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		Expect(env.Ctl(ctx, "stop", "coredns-"+m1)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) {
 			_ = env.Ctl(ctx, "start", "coredns-"+m1)
-			Eventually(ctx, func() metav1.ConditionStatus { return dnsCondition(ctx, m1).Status }).
+			Eventually(ctx, func() metav1.ConditionStatus { return conditionStatus(dnsCondition(ctx, m1)) }).
 				WithTimeout(dnsThreshold + 60*time.Second).WithPolling(time.Second).Should(Equal(metav1.ConditionTrue))
 		})
 		var failing *metav1.Condition
 		Eventually(ctx, func(g Gomega) {
 			failing = dnsCondition(ctx, m1)
-			g.Expect(failing.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(conditionStatus(failing)).To(Equal(metav1.ConditionFalse))
 		}).WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 		wentFalse := time.Since(stopped)
 		GinkgoWriter.Printf("DNS False %s after CoreDNS stopped: %s: %s\n", wentFalse.Round(time.Millisecond), failing.Reason, failing.Message)
@@ -163,6 +165,8 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		eventually(ctx, func() []string { return remedyActions(ctx, m1) }).Should(Equal([]string{string(remedyv1alpha1.TrafficControl)}))
 		Expect(remedyActions(ctx, m2)).To(BeEmpty())
 		expectTraffic(ctx, flotilla, ns, host, []string{m1}, lbIP[m2])
+		GinkgoWriter.Printf("DNS answers without member1 %s after CoreDNS stopped (%s after the condition turned False)\n",
+			time.Since(stopped).Round(time.Millisecond), (time.Since(stopped) - wentFalse).Round(time.Millisecond))
 		expectEvent(ctx, hubKube, "default", m1, remedy.EventRemedyActionsChanged)
 		expectEvent(ctx, hubKube, ns, "web", "TrafficBlocked")
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_remedy_cluster_actions", `cluster="`+m1+`"`, `action="TrafficControl"`)).To(Equal(1.0))
@@ -181,7 +185,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		By("starting member1's CoreDNS again")
 		Expect(env.Ctl(ctx, "start", "coredns-"+m1)).To(Succeed())
 		started := time.Now()
-		Eventually(ctx, func() metav1.ConditionStatus { return dnsCondition(ctx, m1).Status }).
+		Eventually(ctx, func() metav1.ConditionStatus { return conditionStatus(dnsCondition(ctx, m1)) }).
 			WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
 		Expect(time.Since(started)).To(BeNumerically(">=", dnsThreshold), "the agents' success threshold damps flapping")
 		eventually(ctx, func() []string { return remedyActions(ctx, m1) }).Should(BeEmpty())
@@ -241,6 +245,13 @@ func expectTraffic(ctx context.Context, flotilla flotillaclient.Interface, ns, h
 		g.Expect(rcode).To(Equal(dns.RcodeSuccess))
 		g.Expect(answered).To(ConsistOf(toAny(ips)...), "DNS answers for %s", host)
 	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+}
+
+func conditionStatus(c *metav1.Condition) metav1.ConditionStatus {
+	if c == nil {
+		return ""
+	}
+	return c.Status
 }
 
 func toAny(s []string) []any {
