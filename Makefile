@@ -27,7 +27,7 @@ help: ## Show the targets.
 	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS and the code generators into bin/ (cached).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, the code generators and staticcheck into bin/ (cached).
 	hack/build-tools.sh
 
 .PHONY: build
@@ -41,11 +41,16 @@ generate: ## Regenerate deepcopy, clientset, listers, informers and CRD YAML.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail if generated code is stale, code is not gofmt'ed or go vet complains.
+verify: lint ## Fail if generated code is stale, code is not gofmt'ed, or go vet or staticcheck complains.
 	hack/build-tools.sh controller-gen deepcopy-gen client-gen lister-gen informer-gen
 	hack/verify-codegen.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: lint
+lint: ## go vet and staticcheck (staticcheck.conf; built from hack/tools/lint into bin/).
+	hack/build-tools.sh staticcheck
 	go vet ./...
+	$(BIN)/staticcheck $$(go list ./... | grep -v /pkg/generated/)
 
 .PHONY: up
 up: tools build ## Bring up a hub and $(MEMBERS) kwok member clusters on this machine and run Flotilla on them.

@@ -31,6 +31,7 @@ RECIPES=(
 	"client-gen|codegen|k8s.io/code-generator/cmd/client-gen|-s -w"
 	"lister-gen|codegen|k8s.io/code-generator/cmd/lister-gen|-s -w"
 	"informer-gen|codegen|k8s.io/code-generator/cmd/informer-gen|-s -w"
+	"staticcheck|lint|honnef.co/go/tools/cmd/staticcheck|-s -w"
 )
 
 want=("$@")

@@ -1,9 +1,7 @@
 package execution
 
 import (
-	"context"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -151,17 +149,6 @@ func (w *objectWatcher) all() map[schema.GroupVersionResource][]*unstructured.Un
 		}
 	}
 	return out
-}
-
-// waitSynced waits up to timeout for gvr's cache.
-func (w *objectWatcher) waitSynced(ctx context.Context, gvr schema.GroupVersionResource, timeout time.Duration) bool {
-	inf, synced := w.informer(gvr)
-	if synced {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 }
 
 func objectKey(u *unstructured.Unstructured) string {

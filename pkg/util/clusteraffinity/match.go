@@ -51,8 +51,9 @@ func fieldMatches(req policyv1alpha1.FieldSelectorRequirement, cluster *clusterv
 		values = []string{cluster.Spec.Region}
 	case "zone":
 		values = append(values, cluster.Spec.Zones...)
+		//lint:ignore SA1019 the deprecated single zone is still matched, as in Karmada
 		if cluster.Spec.Zone != "" {
-			values = append(values, cluster.Spec.Zone)
+			values = append(values, cluster.Spec.Zone) //lint:ignore SA1019 see above
 		}
 	default:
 		return false

@@ -115,8 +115,9 @@ func groupKey(sc *policyv1alpha1.SpreadConstraint) func(*clusterv1alpha1.Cluster
 		return func(c *clusterv1alpha1.Cluster) string { return c.Spec.Provider }
 	case policyv1alpha1.SpreadByFieldZone:
 		return func(c *clusterv1alpha1.Cluster) string {
+			//lint:ignore SA1019 the deprecated single zone is still honoured, as in Karmada
 			if c.Spec.Zone != "" {
-				return c.Spec.Zone
+				return c.Spec.Zone //lint:ignore SA1019 see above
 			}
 			if len(c.Spec.Zones) > 0 {
 				return slices.Min(c.Spec.Zones)
