@@ -195,6 +195,7 @@ apiserver (Flotilla CRDs); members reach it through their agents (pull mode).`,
 	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	cmd.AddCommand(newAgentKubeconfigCommand())
+	cmd.AddCommand(newWrapCommand())
 	return cmd
 }
 
