@@ -100,8 +100,9 @@ type sourced struct {
 
 // decodeInput splits one file into objects: a YAML stream of documents or
 // a stream of JSON objects; List kinds are flattened into their items.
-// Empty documents are skipped but still counted, so the numbers in
-// messages match what an editor shows between the --- separators.
+// Documents are numbered from 1 as the decoder yields them: a document
+// with nothing between two --- separators is not one (the YAML reader
+// drops it), one holding only comments is, and is skipped.
 func decodeInput(in Input) ([]sourced, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(in.Data), 4096)
 	var out []sourced
