@@ -1,0 +1,170 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const karmadaTestdata = "../../pkg/util/wrap/testdata/karmada"
+
+// runHubWrap runs `hub <args>` as the binary would and returns stdout,
+// stderr and the error that makes the exit code non-zero.
+func runHubWrap(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := NewHubCommand()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+func TestWrapCommand(t *testing.T) {
+	t.Run("native manifests", func(t *testing.T) {
+		out, _, err := runHubWrap(t, "", "wrap", "-R", "-f", "../../e2e/testdata", "-n", "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"kind: ClusterResourceTemplate", "name: e2e-web-reader-clusterrole", "namespace: shop", "name: web-service"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		out, _, err := runHubWrap(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\n", "wrap", "-f", "-")
+		if err != nil || !strings.Contains(out, "kind: ResourceTemplate") || !strings.Contains(out, "namespace: default") {
+			t.Errorf("err %v, output\n%s", err, out)
+		}
+	})
+	t.Run("bad input writes nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "app.yaml")
+		data := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {labels: {a: b}}\n"
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, err := runHubWrap(t, "", "wrap", "-f", file)
+		if err == nil || out != "" || !strings.Contains(err.Error(), file+", document 2: ConfigMap has no metadata.name") {
+			t.Errorf("err %v, stdout %q", err, out)
+		}
+		if !strings.Contains(stderr, "document 2") {
+			t.Errorf("stderr %q does not carry the error", stderr)
+		}
+	})
+	t.Run("unsupported fields: reported, nothing written, non-zero", func(t *testing.T) {
+		out, stderr, err := runHubWrap(t, "", "wrap", "--from-karmada", "-f", karmadaTestdata+"/unsupported.yaml")
+		if err != errUnsupported || out != "" {
+			t.Errorf("err %v, stdout %q", err, out)
+		}
+		for _, want := range []string{
+			"unsupported: PropagationPolicy default/nginx: spec.placement.replicaScheduling.foo: not supported by Flotilla, dropped",
+			"unsupported: FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted",
+			"--allow-unsupported",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+	})
+	t.Run("--allow-unsupported writes what converts", func(t *testing.T) {
+		out, stderr, err := runHubWrap(t, "", "wrap", "--from-karmada", "--allow-unsupported", "-f", karmadaTestdata+"/unsupported.yaml")
+		if err != nil || !strings.Contains(stderr, "spec.propagateDeps: not supported by Flotilla, dropped") {
+			t.Fatalf("err %v, stderr\n%s", err, stderr)
+		}
+		if strings.Contains(out, "karmada.io/v1alpha1") || strings.Contains(out, "propagateDeps") ||
+			strings.Count(out, "apiVersion: policy.flotilla.io/v1alpha1") != 2 || strings.Contains(out, "FederatedHPA") {
+			t.Errorf("output\n%s", out)
+		}
+	})
+	t.Run("Karmada input without --from-karmada", func(t *testing.T) {
+		out, _, err := runHubWrap(t, "", "wrap", "-f", karmadaTestdata+"/004-remedy.yaml")
+		if err == nil || out != "" || !strings.Contains(err.Error(), "--from-karmada") {
+			t.Errorf("err %v, stdout %q", err, out)
+		}
+	})
+	t.Run("flag mistakes", func(t *testing.T) {
+		if _, _, err := runHubWrap(t, "", "wrap"); err == nil || !strings.Contains(err.Error(), "no input") {
+			t.Errorf("no -f: %v", err)
+		}
+		if _, _, err := runHubWrap(t, "", "wrap", "-f", "-", "--allow-unsupported"); err == nil {
+			t.Error("--allow-unsupported without --from-karmada: no error")
+		}
+	})
+}
+
+// discoveryScope asks the kubeconfig's cluster; kinds it does not serve
+// are left to the tables.
+func TestWrapDiscoveryScope(t *testing.T) {
+	resources := map[string]any{
+		"/api":                  metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}},
+		"/api/v1":               metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList"}, GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "namespaces", Kind: "Namespace", Verbs: []string{"get"}}, {Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get"}}}},
+		"/apis":                 metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList"}, Groups: []metav1.APIGroup{{Name: "example.com", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "example.com/v1", Version: "v1"}}, PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1", Version: "v1"}}}},
+		"/apis/example.com/v1":  metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList"}, GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{{Name: "widgets", Kind: "Widget", Verbs: []string{"get"}}}},
+		"/apis/example.com/v1/": nil,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := resources[r.URL.Path]
+		if !ok || body == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	defer srv.Close()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: srv.URL}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["members"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	scope, err := discoveryScope(kubeconfig, "members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		gvk               schema.GroupVersionKind
+		namespaced, known bool
+	}{
+		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, false, true},
+		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, true, true},
+		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, false, false},
+	} {
+		ns, known := scope(c.gvk)
+		if ns != c.namespaced || known != c.known {
+			t.Errorf("%s: namespaced %v known %v", c.gvk, ns, known)
+		}
+	}
+
+	// Through the command: the Widget becomes a ClusterResourceTemplate
+	// without a note, a Gadget (unknown there too) a ResourceTemplate with one.
+	in := "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n"
+	out, stderr, err := runHubWrap(t, in, "wrap", "-f", "-", "--kubeconfig", kubeconfig, "--context", "members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "kind: ClusterResourceTemplate\nmetadata:\n  name: w\n") || !strings.Contains(out, "kind: ResourceTemplate\nmetadata:\n  name: g\n") ||
+		strings.Contains(stderr, "Widget") || !strings.Contains(stderr, "Gadget.example.com: scope unknown") {
+		t.Errorf("stdout\n%s\nstderr\n%s", out, stderr)
+	}
+	if _, _, err := runHubWrap(t, in, "wrap", "-f", "-", "--kubeconfig", filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("unreadable kubeconfig: no error")
+	}
+}
