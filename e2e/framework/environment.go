@@ -51,6 +51,8 @@ type Environment struct {
 	// HubDNS is host:port of the hub's DNS traffic manager.
 	HubDNS  string
 	Members []Member
+	// ctl, when set, carries out Ctl instead of CtlScript (the kind provider).
+	ctl func(ctx context.Context, action, name string) error
 }
 
 // LoadEnvironment reads the KEY=VALUE file hack/local-up.sh writes.
@@ -125,6 +127,9 @@ func (e *Environment) Kube(context string) (kubernetes.Interface, error) {
 // kill, start or restart a process (hub, agent-member1-0, coredns-member1),
 // or stop-cluster / start-cluster a kwok cluster ($PREFIX-member1).
 func (e *Environment) Ctl(ctx context.Context, action, name string) error {
+	if e.ctl != nil {
+		return e.ctl(ctx, action, name)
+	}
 	if e.CtlScript == "" {
 		return fmt.Errorf("this environment has no control script (not made by the local provider)")
 	}

@@ -24,8 +24,10 @@ func NewProvider(root string) (Provider, error) {
 	switch name := os.Getenv("E2E_PROVIDER"); name {
 	case "", "local":
 		return newLocalProvider(root), nil
+	case "kind":
+		return newKindProvider(root)
 	default:
-		return nil, fmt.Errorf("E2E_PROVIDER=%q: unknown provider (known: local)", name)
+		return nil, fmt.Errorf("E2E_PROVIDER=%q: unknown provider (known: local, kind)", name)
 	}
 }
 
