@@ -34,7 +34,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	env, err = provider.Up(ctx)
 	Expect(err).NotTo(HaveOccurred())
-}, NodeTimeout(5*time.Minute))
+}, NodeTimeout(15*time.Minute)) // local: ~1–2 min; kind (cold): clusters plus an image build
 
 var _ = AfterSuite(func(ctx SpecContext) {
 	if provider != nil {

@@ -201,7 +201,7 @@ func waitRunsWorkloads(ctx context.Context, member kubernetes.Interface) {
 	canary := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "canary", Image: "canary"}}}}}}
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "canary", Image: "registry.k8s.io/pause:3.10"}}}}}}
 	Eventually(ctx, func() error {
 		_, err := member.AppsV1().Deployments(ns).Create(ctx, canary, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
