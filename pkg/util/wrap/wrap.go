@@ -108,11 +108,21 @@ var serverFields = []string{"uid", "resourceVersion", "generation", "creationTim
 
 // Strip removes what a server populated from obj: status,
 // metadata.uid, resourceVersion, generation, creationTimestamp,
-// managedFields, selfLink, deletionTimestamp, deletionGracePeriodSeconds and
-// the kubectl last-applied annotation. `kubectl get -o yaml` output thus
+// managedFields, selfLink, deletionTimestamp, deletionGracePeriodSeconds,
+// ownerReferences, the kubectl last-applied annotation and a Service's
+// allocated cluster IPs. `kubectl get -o yaml` output thus
 // wraps into the object its author wrote.
 func Strip(obj *unstructured.Unstructured) {
 	delete(obj.Object, "status")
+	// A Service's allocated cluster IPs belong to the source cluster's
+	// service range; a member would refuse or clash with them. Headless
+	// ("None") is the author's choice and stays.
+	if obj.GetAPIVersion() == "v1" && obj.GetKind() == "Service" {
+		if spec, ok := obj.Object["spec"].(map[string]any); ok && spec["clusterIP"] != "None" {
+			delete(spec, "clusterIP")
+			delete(spec, "clusterIPs")
+		}
+	}
 	md, ok := obj.Object["metadata"].(map[string]any)
 	if !ok {
 		return
@@ -120,6 +130,9 @@ func Strip(obj *unstructured.Unstructured) {
 	for _, f := range serverFields {
 		delete(md, f)
 	}
+	// Owner UIDs name objects of the source cluster; on a member they would
+	// point at nothing (and the garbage collector would delete the object).
+	delete(md, "ownerReferences")
 	if ann, ok := md["annotations"].(map[string]any); ok {
 		delete(ann, AnnotationLastApplied)
 		if len(ann) == 0 {

@@ -365,10 +365,22 @@ func TestStrip(t *testing.T) {
 	}}
 	Strip(obj)
 	want := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "a", "labels": map[string]any{"k": "v"}, "ownerReferences": []any{map[string]any{"name": "o"}}},
+		"metadata": map[string]any{"name": "a", "labels": map[string]any{"k": "v"}},
 		"data":     map[string]any{"k": "v"}}
 	if !reflect.DeepEqual(obj.Object, want) {
 		t.Errorf("stripped: %v", obj.Object)
+	}
+	for _, tt := range []struct {
+		clusterIP string
+		kept      bool
+	}{{"10.96.0.10", false}, {"None", true}} {
+		svc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "s"},
+			"spec": map[string]any{"clusterIP": tt.clusterIP, "clusterIPs": []any{tt.clusterIP}, "ports": []any{map[string]any{"port": int64(80)}}}}}
+		Strip(svc)
+		_, kept := svc.Object["spec"].(map[string]any)["clusterIP"]
+		if kept != tt.kept {
+			t.Errorf("Service clusterIP %s kept=%v, want %v", tt.clusterIP, kept, tt.kept)
+		}
 	}
 }
 
