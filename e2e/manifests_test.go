@@ -57,8 +57,8 @@ var _ = Describe("Manifests", func() {
 	})
 
 	It("let the hub's ServiceAccount grant agents their rules, and keep its writes to Flotilla's namespaces and names", func(ctx SpecContext) {
-		// The RBAC and admission policy are in place for real: applied by
-		// hack/local-up.sh; applied again here so the spec does not depend on it.
+		// The RBAC and admission policy are put in place for real (local-up
+		// installs only the API; the Deployment's pods stay Pending on kwok).
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), "--kubeconfig", env.Kubeconfig, "--context", env.HubContext,
@@ -88,8 +88,7 @@ var _ = Describe("Manifests", func() {
 		}).Should(Succeed())
 
 		By("refusing the same writes outside Flotilla's namespaces and names (admission policy flotilla-hub-scope)")
-		// Policies take effect asynchronously; local-up applied this one
-		// long ago, but poll anyway.
+		// Policies take effect asynchronously after they are applied: poll.
 		eventually(ctx, func(g Gomega) {
 			_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-not-flotilla"}}, dryRun)
 			g.Expect(forbiddenBy(err, "flotilla-hub-scope")).To(BeTrue(), "namespace e2e-not-flotilla: %v", err)

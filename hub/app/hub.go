@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -254,7 +255,10 @@ func Run(ctx context.Context, opts *Options) error {
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube("events").CoreV1().Events("")})
 		defer broadcaster.Shutdown()
 		recorder := broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"})
-		kubeFactory := informers.NewSharedInformerFactory(clients.kube("informers"), 0)
+		// Only the cluster Leases the hub made (labelled with their cluster),
+		// not every Lease of the host cluster (one per node, elections…).
+		kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("informers"), 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
 		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, recorder)
 		health := clusterhealth.NewController(clients.flotilla("cluster-health"), clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
