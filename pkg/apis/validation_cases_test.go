@@ -547,6 +547,14 @@ spec:
 // refusedCases are invalid objects; each names the field the error message
 // must mention.
 var refusedCases = []validationCase{
+	{name: "Karmada's Push sync mode", want: []string{"spec.syncMode", `Unsupported value: "Push"`}, yaml: `
+apiVersion: cluster.flotilla.io/v1alpha1
+kind: Cluster
+metadata:
+  name: pushed
+spec:
+  syncMode: Push
+`},
 	{name: "unknown application purgeMode", want: []string{"spec.failover.application.purgeMode", `Unsupported value: "Sometimes"`}, yaml: `
 apiVersion: policy.flotilla.io/v1alpha1
 kind: PropagationPolicy

@@ -2,6 +2,7 @@ package clusterlifecycle_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,59 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 	for what, f := range forbidden {
 		if err := f(); !apierrors.IsForbidden(err) {
 			t.Errorf("member1's agent must be Forbidden to %s, got %v", what, err)
+		}
+	}
+
+	// What RBAC cannot express, the admission policy
+	// flotilla-agent-cluster-scope refuses: the agent may update its own
+	// Cluster, but not the fields that decide placement or the hub's.
+	admin, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, "member1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Spec.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	if admin, err = flotilla.ClusterV1alpha1().Clusters().Update(ctx, admin, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Status.RemedyActions = []string{"TrafficControl"}
+	if _, err = flotilla.ClusterV1alpha1().Clusters().UpdateStatus(ctx, admin, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changeOwnCluster := func(change func(*clusterv1alpha1.Cluster), status bool) error {
+		c, err := agent.ClusterV1alpha1().Clusters().Get(ctx, "member1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(c)
+		if status {
+			_, err = agent.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		} else {
+			_, err = agent.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+		}
+		return err
+	}
+	for what, f := range map[string]func() error{
+		"relabel its Cluster": func() error {
+			return changeOwnCluster(func(c *clusterv1alpha1.Cluster) { c.Labels = map[string]string{"env": "prod"} }, false)
+		},
+		"move its Cluster to another region": func() error {
+			return changeOwnCluster(func(c *clusterv1alpha1.Cluster) { c.Spec.Region = "elsewhere" }, false)
+		},
+		"drop its Cluster's taints": func() error {
+			return changeOwnCluster(func(c *clusterv1alpha1.Cluster) { c.Spec.Taints = nil }, false)
+		},
+		"clear its remedy actions": func() error {
+			return changeOwnCluster(func(c *clusterv1alpha1.Cluster) { c.Status.RemedyActions = nil }, true)
+		},
+	} {
+		// Admission policies take effect asynchronously after install: poll.
+		var err error
+		deadline := time.Now().Add(20 * time.Second)
+		for err = f(); !apierrors.IsForbidden(err) && time.Now().Before(deadline); err = f() {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "flotilla-agent-cluster-scope") {
+			t.Errorf("member1's agent must be refused by flotilla-agent-cluster-scope to %s, got %v", what, err)
 		}
 	}
 }

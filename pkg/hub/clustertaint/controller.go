@@ -119,7 +119,11 @@ func (c *Controller) updateGuard(ctx context.Context) {
 	state, changed := c.guard.Update(list)
 	if m := c.opts.Metrics; m != nil {
 		metrics.SetOneHot(m.FleetGuardState, state.Mode, []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption})
+		m.UnhealthyClusters.Reset() // regions come and go with their clusters
 		m.UnhealthyClusters.WithLabelValues("").Set(float64(state.NotReady))
+		for region, n := range state.RegionNotReady {
+			m.UnhealthyClusters.WithLabelValues(region).Set(float64(n))
+		}
 	}
 	if !changed {
 		return

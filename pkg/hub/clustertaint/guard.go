@@ -29,6 +29,9 @@ type GuardState struct {
 	Total    int
 	// RegionModes is the mode of each region that is not Normal.
 	RegionModes map[string]string
+	// RegionNotReady is the number of not-Ready clusters of each named
+	// region that has reported clusters.
+	RegionNotReady map[string]int
 }
 
 // FleetGuard judges the fleet's health and tells the eviction work how fast
@@ -103,9 +106,13 @@ func (g *FleetGuard) Update(clusters []*clusterv1alpha1.Cluster) (GuardState, bo
 			return GuardNormal
 		}
 	}
-	next := GuardState{Mode: mode(all), NotReady: all.notReady, Total: all.total, RegionModes: map[string]string{}}
+	next := GuardState{Mode: mode(all), NotReady: all.notReady, Total: all.total, RegionModes: map[string]string{}, RegionNotReady: map[string]int{}}
 	for region, c := range byRegion {
-		if m := mode(*c); m != GuardNormal && region != "" {
+		if region == "" {
+			continue
+		}
+		next.RegionNotReady[region] = c.notReady
+		if m := mode(*c); m != GuardNormal {
 			next.RegionModes[region] = m
 		}
 	}

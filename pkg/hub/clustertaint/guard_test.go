@@ -71,3 +71,16 @@ func TestConditionsMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestGuardCountsNotReadyPerRegion(t *testing.T) {
+	mk := func(name, region string, ready metav1.ConditionStatus) *clusterv1alpha1.Cluster {
+		return &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1alpha1.ClusterSpec{Region: region},
+			Status: clusterv1alpha1.ClusterStatus{Conditions: []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: ready}}}}
+	}
+	g := NewFleetGuard(0.55, 0.5, 0.01)
+	state, _ := g.Update([]*clusterv1alpha1.Cluster{mk("a", "r1", metav1.ConditionFalse), mk("b", "r1", metav1.ConditionTrue),
+		mk("c", "r2", metav1.ConditionTrue), mk("d", "", metav1.ConditionUnknown)})
+	if state.NotReady != 2 || state.RegionNotReady["r1"] != 1 || state.RegionNotReady["r2"] != 0 || len(state.RegionNotReady) != 2 {
+		t.Fatalf("state %+v", state)
+	}
+}

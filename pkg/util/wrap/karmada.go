@@ -107,6 +107,14 @@ func convertKarmada(s sourced, defaultNamespace string, res *Result) (*unstructu
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", s.src, desc, err)
 	}
+	// Flotilla members are always pulled by their agent: Push is a value
+	// the API refuses, not a field, so the strict decode above cannot see it.
+	if target.gvk.Kind == "Cluster" {
+		if mode, _, _ := unstructured.NestedString(obj.Object, "spec", "syncMode"); mode != "" && mode != string(clusterv1alpha1.Pull) {
+			unstructured.RemoveNestedField(obj.Object, "spec", "syncMode")
+			problems = append(problems, problem{"spec.syncMode", fmt.Sprintf("%s not supported by Flotilla (members run an agent: Pull), dropped", mode)})
+		}
+	}
 	for _, p := range problems {
 		res.Unsupported = append(res.Unsupported, Finding{Object: desc, Path: p.path, Message: p.message, Source: s.src})
 	}

@@ -340,10 +340,10 @@ spec:
 	if ctp.Spec.Taints[0].Key != clusterv1alpha1.TaintClusterNotReady || ctp.APIVersion != "cluster.flotilla.io/v1alpha1" {
 		t.Errorf("ClusterTaintPolicy %+v", ctp)
 	}
-	if c := objs[3].(*clusterv1alpha1.Cluster); c.Spec.SyncMode != clusterv1alpha1.Push || c.Spec.APIEndpoint == "" || len(c.Status.Conditions) != 0 {
+	if c := objs[3].(*clusterv1alpha1.Cluster); c.Spec.SyncMode != "" || c.Spec.APIEndpoint == "" || len(c.Status.Conditions) != 0 {
 		t.Errorf("Cluster %+v", c)
 	}
-	if got := paths(res); !reflect.DeepEqual(got, []string{"spec.secretRef"}) {
+	if got := paths(res); !reflect.DeepEqual(got, []string{"spec.secretRef", "spec.syncMode"}) {
 		t.Errorf("unsupported %v", got)
 	}
 	if res.Objects[4].GetNamespace() != "shop" {

@@ -73,8 +73,9 @@ type ClusterSpec struct {
 	// +optional
 	ID string `json:"id,omitempty"`
 
-	// SyncMode is how the member is managed: Pull (its agent dials out to
-	// the hub) or Push.
+	// SyncMode is how the member is managed. Only Pull (its agent dials
+	// out to the hub) is implemented; the hub never holds member
+	// credentials, so Karmada's Push is refused.
 	// +kubebuilder:default=Pull
 	// +optional
 	SyncMode ClusterSyncMode `json:"syncMode,omitempty"`
@@ -118,13 +119,11 @@ type ClusterSpec struct {
 }
 
 // ClusterSyncMode is how a member is managed.
-// +kubebuilder:validation:Enum=Push;Pull
+// +kubebuilder:validation:Enum=Pull
 type ClusterSyncMode string
 
 // Sync modes.
 const (
-	// Push means the hub writes to the member directly.
-	Push ClusterSyncMode = "Push"
 	// Pull means the member's agent pulls its Works from the hub.
 	Pull ClusterSyncMode = "Pull"
 )
