@@ -978,7 +978,7 @@ func (p *kindProvider) waitReady(ctx context.Context, env *Environment) error {
 		return len(notReady) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("Clusters not Ready: %v: %w", notReady, err)
+		return fmt.Errorf("clusters not Ready: %v: %w", notReady, err)
 	}
 	endpoints := []string{env.HubHealth}
 	for _, m := range env.Members {

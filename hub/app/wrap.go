@@ -71,7 +71,7 @@ Nothing is written to standard output when there is an error. See docs/wrap.md.`
 
 // errUnsupported is returned after the unsupported fields were reported,
 // so the exit code is non-zero.
-var errUnsupported = errors.New("Flotilla does not support some of the input (listed above); nothing written; " +
+var errUnsupported = errors.New("some of the input is not supported by Flotilla (listed above); nothing written; " +
 	"rerun with --allow-unsupported to write the output without it")
 
 func runWrap(o *wrapOptions, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -353,8 +353,7 @@ func rewriteKarmadaKeys(obj map[string]any, desc string, res *Result) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: %s: %s has no Flotilla equivalent, kept", desc, path, from))
 		}
 	}
-	var renameKeys func(m map[string]any, path string)
-	renameKeys = func(m map[string]any, path string) {
+	renameKeys := func(m map[string]any, path string) {
 		for _, k := range sortedKeys(m) {
 			if !isKarmadaKey(k) {
 				continue
