@@ -400,3 +400,59 @@ func TestOrphanIsDeletedAfterTheGracePeriod(t *testing.T) {
 	}
 	poll(t, 30*time.Second, "the orphan to be deleted", func() bool { return f.memberConfigMap(t, "default", "orphan") == nil })
 }
+
+// A suspended Work (its policy's suspension) is neither applied nor
+// repaired, and says so; resuming applies it. Deletion is not suspended.
+func TestWorkSuspendDispatching(t *testing.T) {
+	f := newFleet(t)
+	f.startAgent(t)
+	ctx := context.Background()
+	f.createWork(t, "held", func(w *workv1alpha1.Work) { w.Spec.SuspendDispatching = ptr.To(true) },
+		manifest(t, configMap("shop", "held", map[string]any{"mode": "blue"})))
+	poll(t, 30*time.Second, "Dispatching=False SuspendDispatching", func() bool {
+		c := meta.FindStatusCondition(f.work(t, "held").Status.Conditions, workv1alpha1.WorkConditionDispatching)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "SuspendDispatching"
+	})
+	if cm := f.memberConfigMap(t, "shop", "held"); cm != nil {
+		t.Fatalf("a suspended Work was applied: %v", cm)
+	}
+
+	w := f.work(t, "held")
+	w.Spec.SuspendDispatching = nil
+	if _, err := f.hubFlotilla.WorkV1alpha1().Works(f.clusterNamespace).Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "applied once resumed", func() bool {
+		c := meta.FindStatusCondition(f.work(t, "held").Status.Conditions, workv1alpha1.WorkConditionDispatching)
+		return f.memberConfigMap(t, "shop", "held") != nil && c != nil && c.Status == metav1.ConditionTrue
+	})
+
+	// Suspended again: an edit on the member stays.
+	w = f.work(t, "held")
+	w.Spec.SuspendDispatching = ptr.To(true)
+	if _, err := f.hubFlotilla.WorkV1alpha1().Works(f.clusterNamespace).Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "suspended again", func() bool {
+		c := meta.FindStatusCondition(f.work(t, "held").Status.Conditions, workv1alpha1.WorkConditionDispatching)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	cm := f.memberConfigMap(t, "shop", "held")
+	cm.Data["mode"] = "green"
+	if _, err := f.member.Kube.CoreV1().ConfigMaps("shop").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Unsuspended, the repair follows the member event well within a second
+	// (TestWorkIsAppliedReportedAndRepaired); suspended, the edit stays.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got := f.memberConfigMap(t, "shop", "held").Data["mode"]; got != "green" {
+			t.Fatalf("a suspended Work's object was repaired: mode=%s", got)
+		}
+	}
+
+	// Deletion still releases the member object.
+	if err := f.hubFlotilla.WorkV1alpha1().Works(f.clusterNamespace).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the member object deleted with the Work", func() bool { return f.memberConfigMap(t, "shop", "held") == nil })
+}

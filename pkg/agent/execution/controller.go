@@ -54,6 +54,10 @@ const (
 	ReasonAvailable         = "Available"
 	ReasonNotAvailable      = "NotAvailable"
 	ReasonNotApplied        = "NotApplied"
+	// ReasonSuspendDispatching: the Work's policy suspends dispatching, so
+	// the member objects are left exactly as they are.
+	ReasonSuspendDispatching = "SuspendDispatching"
+	ReasonDispatching        = "Dispatching"
 )
 
 // Options configure a Controller.
@@ -249,6 +253,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 
+	if ptr.Deref(work.Spec.SuspendDispatching, false) {
+		return c.suspend(ctx, work)
+	}
+
 	start := c.opts.Clock.Now()
 	results := make([]manifestResult, len(work.Spec.Workload.Manifests))
 	for i := range work.Spec.Workload.Manifests {
@@ -319,6 +327,10 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	}
 	meta.SetStatusCondition(&status.Conditions, applied)
 	meta.SetStatusCondition(&status.Conditions, available)
+	if meta.FindStatusCondition(status.Conditions, workv1alpha1.WorkConditionDispatching) != nil {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionDispatching, Status: metav1.ConditionTrue,
+			Reason: ReasonDispatching, Message: "dispatching resumed", ObservedGeneration: work.Generation, LastTransitionTime: now})
+	}
 	if equality.Semantic.DeepEqual(*status, work.Status) {
 		return nil
 	}
@@ -346,6 +358,31 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 		m.WorkStatusWrites.WithLabelValues(result).Inc()
 	}
 	return err
+}
+
+// suspend leaves a suspended Work's member objects as they are (no apply,
+// no drift repair) and says so in the Work's Dispatching condition. Deletion
+// is not suspended: release runs before this.
+func (c *Controller) suspend(ctx context.Context, work *workv1alpha1.Work) error {
+	status := work.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionDispatching, Status: metav1.ConditionFalse,
+		Reason: ReasonSuspendDispatching, Message: "dispatching is suspended (policy suspension); member objects are left as they are",
+		ObservedGeneration: work.Generation, LastTransitionTime: metav1.NewTime(c.opts.Clock.Now())})
+	if equality.Semantic.DeepEqual(*status, work.Status) {
+		return nil
+	}
+	updated := work.DeepCopy()
+	updated.Status = *status
+	result, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	c.written.Store(work.Name, writtenWork{replaced: work.ResourceVersion, work: result})
+	klog.FromContext(ctx).Info("Work dispatching suspended", "work", klog.KObj(work))
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(work, "Normal", ReasonSuspendDispatching, "dispatching suspended; member objects are left as they are")
+	}
+	return nil
 }
 
 // release runs when a Work is being deleted: it deletes the member objects

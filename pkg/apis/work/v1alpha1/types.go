@@ -607,6 +607,9 @@ const (
 	WorkConditionApplied = "Applied"
 	// WorkConditionAvailable is True when every applied object is Healthy.
 	WorkConditionAvailable = "Available"
+	// WorkConditionDispatching is False while spec.suspendDispatching
+	// holds the Work back from its member (and True once it is resumed).
+	WorkConditionDispatching = "Dispatching"
 )
 
 // ManifestStatus is the state of one manifest's object on the member.
