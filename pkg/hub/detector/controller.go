@@ -378,7 +378,11 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
 		return nil
 	}
-	if status == metav1.ConditionFalse && !meta.IsStatusConditionPresentAndEqual(tmpl.Status.Conditions, workobjects.TemplateConditionPropagated, status) {
+	// A template waiting for its policy is not a failure (kubectl apply of a
+	// file often creates the template a moment before the policy): the
+	// condition says so, without a Warning.
+	if status == metav1.ConditionFalse && reason != ReasonNoMatchingPolicy &&
+		!meta.IsStatusConditionPresentAndEqual(tmpl.Status.Conditions, workobjects.TemplateConditionPropagated, status) {
 		c.recorder.Event(tmpl, "Warning", EventApplyPolicyFailed, message)
 	}
 	return c.templates.UpdateStatus(ctx, updated)
