@@ -67,7 +67,7 @@ var _ = Describe("Failover", func() {
 			}
 			// The next spec may use member1 at once: wait until its control
 			// plane runs workloads again (the restarted controller manager
-			// must win its leader election first).
+			// must win its leader election, kwok must hold its node Leases).
 			waitRunsWorkloads(ctx, member1)
 		}
 		DeferCleanup(restart)

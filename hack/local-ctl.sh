@@ -37,6 +37,13 @@ start | restart)
 	eval "start_process $name $(cat "$CMD_DIR/$name")"
 	;;
 stop-cluster)
+	# kwok holds its nodes' Leases under a random per-process identity, so a
+	# restarted kwok waits for the old Leases to expire (200s with kwokctl's
+	# heartbeat factor) before it runs pods again; a real kubelet's holder is
+	# its node name and renews at once. Dropping the Leases while stopping
+	# gives the restart the real kubelet's behaviour (best effort: the
+	# apiserver may already be gone).
+	"$KUBECTL" --kubeconfig "$(kwok_kubeconfig "$name")" -n kube-node-lease delete leases --all --request-timeout=5s >/dev/null 2>&1 || true
 	"$KWOKCTL" stop cluster --name "$name" >>"$LOG_DIR/kwokctl.log" 2>&1 || die "kwokctl stop cluster $name failed; see $LOG_DIR/kwokctl.log"
 	;;
 start-cluster)
