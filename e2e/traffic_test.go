@@ -239,11 +239,11 @@ func expectTraffic(ctx context.Context, flotilla flotillaclient.Interface, ns, h
 		for _, in := range mci.Status.LoadBalancer.Ingress {
 			gotIPs = append(gotIPs, in.IP)
 		}
-		g.Expect(gotBlocked).To(ConsistOf(toAny(blocked)...), "trafficBlockClusters")
-		g.Expect(gotIPs).To(ConsistOf(toAny(ips)...), "status.loadBalancer")
+		g.Expect(gotBlocked).To(ConsistOf(blocked), "trafficBlockClusters")
+		g.Expect(gotIPs).To(ConsistOf(ips), "status.loadBalancer")
 		rcode, answered := lookup(ctx, host, dns.TypeA)
 		g.Expect(rcode).To(Equal(dns.RcodeSuccess))
-		g.Expect(answered).To(ConsistOf(toAny(ips)...), "DNS answers for %s", host)
+		g.Expect(answered).To(ConsistOf(ips), "DNS answers for %s", host)
 	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 }
 
@@ -252,14 +252,6 @@ func conditionStatus(c *metav1.Condition) metav1.ConditionStatus {
 		return ""
 	}
 	return c.Status
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }
 
 // lookup asks the hub's DNS traffic manager, as `dig @HUB_DNS name` would.

@@ -331,8 +331,26 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionDispatching, Status: metav1.ConditionTrue,
 			Reason: ReasonDispatching, Message: "dispatching resumed", ObservedGeneration: work.Generation, LastTransitionTime: now})
 	}
+	written, err := c.putStatus(ctx, work, status)
+	if err != nil || !written || c.opts.Recorder == nil {
+		return err
+	}
+	if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); before == nil ||
+		before.Status != applied.Status || before.Reason != applied.Reason {
+		eventType := "Normal"
+		if applied.Status != metav1.ConditionTrue {
+			eventType = "Warning"
+		}
+		c.opts.Recorder.Event(work, eventType, applied.Reason, applied.Message)
+	}
+	return nil
+}
+
+// putStatus writes status to the Work unless it is already there, and
+// remembers the written Work so the next sync does not act on a stale copy.
+func (c *Controller) putStatus(ctx context.Context, work *workv1alpha1.Work, status *workv1alpha1.WorkStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(*status, work.Status) {
-		return nil
+		return false, nil
 	}
 	updated := work.DeepCopy()
 	updated.Status = *status
@@ -340,24 +358,14 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	if err == nil {
 		c.written.Store(work.Name, writtenWork{replaced: work.ResourceVersion, work: result})
 	}
-	if err == nil && c.opts.Recorder != nil {
-		if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); before == nil ||
-			before.Status != applied.Status || before.Reason != applied.Reason {
-			eventType := "Normal"
-			if applied.Status != metav1.ConditionTrue {
-				eventType = "Warning"
-			}
-			c.opts.Recorder.Event(work, eventType, applied.Reason, applied.Message)
-		}
-	}
 	if m := c.opts.Metrics; m != nil {
-		result := "success"
+		outcome := "success"
 		if err != nil {
-			result = "error"
+			outcome = "error"
 		}
-		m.WorkStatusWrites.WithLabelValues(result).Inc()
+		m.WorkStatusWrites.WithLabelValues(outcome).Inc()
 	}
-	return err
+	return err == nil, err
 }
 
 // suspend leaves a suspended Work's member objects as they are (no apply,
@@ -368,16 +376,10 @@ func (c *Controller) suspend(ctx context.Context, work *workv1alpha1.Work) error
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionDispatching, Status: metav1.ConditionFalse,
 		Reason: ReasonSuspendDispatching, Message: "dispatching is suspended (policy suspension); member objects are left as they are",
 		ObservedGeneration: work.Generation, LastTransitionTime: metav1.NewTime(c.opts.Clock.Now())})
-	if equality.Semantic.DeepEqual(*status, work.Status) {
-		return nil
-	}
-	updated := work.DeepCopy()
-	updated.Status = *status
-	result, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
+	written, err := c.putStatus(ctx, work, status)
+	if err != nil || !written {
 		return err
 	}
-	c.written.Store(work.Name, writtenWork{replaced: work.ResourceVersion, work: result})
 	klog.FromContext(ctx).Info("Work dispatching suspended", "work", klog.KObj(work))
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Event(work, "Normal", ReasonSuspendDispatching, "dispatching suspended; member objects are left as they are")

@@ -141,11 +141,8 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "remedy"}),
 	}
 	enqueue := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
-			c.queue.Add(cl.Name)
+		if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(name) // a Cluster's key is its name
 		}
 	}
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
