@@ -15,6 +15,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
+	"github.com/flotilla-io/flotilla/pkg/agent/hubtoken"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -52,6 +53,12 @@ type Options struct {
 	ClusterDomain       string
 	DNSQuorum           string
 
+	// Hub credential renewal (pkg/agent/hubtoken).
+	HubTokenRenewFraction float64
+	HubTokenExpiration    time.Duration
+	HubTokenSecret        string
+	HubTokenFile          string
+
 	// Works.
 	ConcurrentWorkSyncs int
 	OrphanGracePeriod   time.Duration
@@ -88,6 +95,9 @@ func NewOptions() *Options {
 		ClusterDomain:       "cluster.local",
 		DNSQuorum:           "all",
 
+		HubTokenRenewFraction: hubtoken.DefaultRenewFraction,
+		HubTokenSecret:        "flotilla-agent-hub-token",
+
 		ConcurrentWorkSyncs: 5,
 		OrphanGracePeriod:   60 * time.Minute,
 		FieldManager:        "flotilla-agent",
@@ -122,6 +132,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DNSServer, "dns-server", o.DNSServer, "Resolver to probe (host:port); default: the first nameserver in --resolv-conf.")
 	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf, "Resolver configuration of the node (used when --dns-server is empty).")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "The member's cluster domain; the probe resolves kubernetes.default.svc.<cluster-domain>.")
+	fs.Float64Var(&o.HubTokenRenewFraction, "hub-token-renew-fraction", o.HubTokenRenewFraction, "The hub token (a ServiceAccount JWT from --hub-kubeconfig) is renewed with a TokenRequest for the agent's own ServiceAccount after this fraction of its lifetime.")
+	fs.DurationVar(&o.HubTokenExpiration, "hub-token-expiration", o.HubTokenExpiration, "Lifetime requested for a renewed hub token; 0 requests the lifetime of the token it replaces (at least 10m, TokenRequest's minimum; the hub's apiserver may cap it).")
+	fs.StringVar(&o.HubTokenSecret, "hub-token-secret", o.HubTokenSecret, "Secret in --leader-elect-resource-namespace of the member where the newest hub token is kept, so a restarted agent does not fall back to an expired kubeconfig token; empty keeps none. Ignored when --hub-token-file is set.")
+	fs.StringVar(&o.HubTokenFile, "hub-token-file", o.HubTokenFile, "Writable file where the newest hub token is kept (for an agent run as a process), instead of --hub-token-secret.")
 	fs.IntVar(&o.ConcurrentWorkSyncs, "concurrent-work-syncs", o.ConcurrentWorkSyncs, "Works synced in parallel.")
 	fs.DurationVar(&o.OrphanGracePeriod, "orphan-grace-period", o.OrphanGracePeriod, "How long a managed member object whose Work vanished from the hub without its finalizer running is kept before it is deleted.")
 	fs.StringVar(&o.FieldManager, "field-manager", o.FieldManager, "Server-side apply field manager for objects applied to the member.")
@@ -171,6 +185,12 @@ func (o *Options) Validate() error {
 	}
 	if o.DNSStaleThreshold < 2*o.DNSDetectPeriod || o.DNSStaleThreshold < time.Second {
 		add("--dns-stale-threshold must be at least twice --dns-detect-period (and 1s)")
+	}
+	if o.HubTokenRenewFraction <= 0 || o.HubTokenRenewFraction >= 1 {
+		add("--hub-token-renew-fraction must be in (0, 1)")
+	}
+	if o.HubTokenExpiration != 0 && o.HubTokenExpiration < hubtoken.MinLifetime {
+		add("--hub-token-expiration must be 0 or at least %s (TokenRequest's minimum)", hubtoken.MinLifetime)
 	}
 	if o.ConcurrentWorkSyncs < 1 {
 		add("--concurrent-work-syncs must be at least 1")

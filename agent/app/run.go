@@ -62,6 +62,13 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// The hub token renews itself: every hub client, informer and event
+	// recorder below is made from hubCfg after this, so all take the token
+	// the renewer holds.
+	hubToken, err := newHubTokenRenewer(ctx, opts, hubCfg, member)
+	if err != nil {
+		return err
+	}
 	// Leader election gets its own client with a timeout well inside the
 	// renew deadline, so a black-holed apiserver fails a renewal instead of
 	// hanging it.
@@ -120,6 +127,8 @@ func Run(ctx context.Context, opts *Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Run(ctx) }()
+	stopHubToken := startHubTokenRenewer(ctx, hubToken, hubKube, hubFlotilla, m)
+	defer stopHubToken()
 	go runner.Run(ctx)
 
 	lead := func(ctx context.Context) {

@@ -94,17 +94,21 @@ func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
 	hdr := func(t uint16) dns.RR_Header {
 		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: s.ttl}
 	}
-	if q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY {
+	qtype := q.Qtype
+	if qtype == dns.TypeANY {
+		qtype = minimalAny(e, name == apex)
+	}
+	if qtype == dns.TypeA {
 		for _, ip := range e.v4 {
 			m.Answer = append(m.Answer, &dns.A{Hdr: hdr(dns.TypeA), A: ip})
 		}
 	}
-	if q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY {
+	if qtype == dns.TypeAAAA {
 		for _, ip := range e.v6 {
 			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: ip})
 		}
 	}
-	if q.Qtype == dns.TypeSOA && name == apex {
+	if qtype == dns.TypeSOA && name == apex {
 		soa := s.soa(apex)
 		soa.Hdr.Name = q.Name
 		m.Answer = append(m.Answer, soa)
@@ -113,6 +117,23 @@ func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
 		m.Ns = []dns.RR{s.soa(apex)} // NODATA, negatively cacheable
 	}
 	return m
+}
+
+// minimalAny is the one RRset type an ANY query gets (RFC 8482 4.1): A
+// if the name has IPv4 addresses, else AAAA, else the SOA at an apex.
+// Never every type: ANY is the classic amplification query, and a resolver
+// must not take a partial ANY for the whole name anyway. A name with none
+// of these has no records at all, so NODATA is the true answer for it.
+func minimalAny(e *entry, apex bool) uint16 {
+	switch {
+	case len(e.v4) > 0:
+		return dns.TypeA
+	case len(e.v6) > 0:
+		return dns.TypeAAAA
+	case apex:
+		return dns.TypeSOA
+	}
+	return dns.TypeNone
 }
 
 // lookup returns the entry of name inside apex, nil if the name does not

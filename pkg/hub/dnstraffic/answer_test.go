@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 )
@@ -15,14 +16,20 @@ import (
 func testMCIs() []*networkingv1alpha1.MultiClusterIngress {
 	return []*networkingv1alpha1.MultiClusterIngress{
 		newMCI("web", []string{"web.example.com", ""}, "10.0.0.2", "10.0.0.1", "2001:db8::1", "lb.example.net"),
-		newMCI("web-b", []string{"Web.Example.com"}, "10.0.0.3", "10.0.0.1"), // union, deduplicated
-		newMCI("blocked", []string{"blocked.example.com"}),                   // every cluster blocked
-		newMCI("names-only", []string{"lb.example.com"}, "lb.example.net"),   // hostnames are not answers
+		later(newMCI("web-b", []string{"Web.Example.com."}, "10.0.0.3", "10.0.0.1")), // web owns the host: ignored
+		newMCI("blocked", []string{"blocked.example.com"}),                           // every cluster blocked
+		newMCI("names-only", []string{"lb.example.com"}, "lb.example.net"),           // hostnames are not answers
 		newMCI("v6", []string{"v6.example.com"}, "2001:db8::2"),
 		newMCI("wild", []string{"*.apps.example.com"}, "10.0.1.1"),
 		newMCI("deep", []string{"a.b.deep.example.org"}, "10.0.2.1"),
 		newMCI("bad", []string{"bad host!", "a.*.example.com"}, "10.9.9.9"),
 	}
+}
+
+// later gives mci a creation time after the zero time of newMCI's.
+func later(mci *networkingv1alpha1.MultiClusterIngress) *networkingv1alpha1.MultiClusterIngress {
+	mci.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	return mci
 }
 
 // want describes a reply: rcode, answers as "type value" strings in order
@@ -105,7 +112,7 @@ func TestAnswer(t *testing.T) {
 	zoned, ignored := buildSnapshot(append(testMCIs(), newMCI("ent", []string{"x.y.example.com"}, "10.0.3.1")),
 		[]string{"example.com.", "sub.example.com."}, 30*time.Second)
 
-	web := []string{"A 10.0.0.1", "A 10.0.0.2", "A 10.0.0.3"}
+	web := []string{"A 10.0.0.1", "A 10.0.0.2"} // not web-b's 10.0.0.3
 	withRD := func(m *dns.Msg) *dns.Msg { m.RecursionDesired = true; return m }
 	noRD := func(m *dns.Msg) *dns.Msg { m.RecursionDesired = false; return m }
 	withClass := func(c uint16) func(*dns.Msg) *dns.Msg {
@@ -136,7 +143,14 @@ func TestAnswer(t *testing.T) {
 		{"A without RD", noZones, "web.example.com.", dns.TypeA, noRD, want{dns.RcodeSuccess, web, "", true}},
 		{"mixed case", noZones, "WEB.Example.COM.", dns.TypeA, id, want{dns.RcodeSuccess, web, "", true}},
 		{"AAAA", noZones, "web.example.com.", dns.TypeAAAA, id, want{dns.RcodeSuccess, []string{"AAAA 2001:db8::1"}, "", true}},
-		{"ANY", noZones, "web.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, append(slices.Clone(web), "AAAA 2001:db8::1"), "", true}},
+		// RFC 8482: one RRset, never every type of the name.
+		{"ANY is the A RRset only", noZones, "web.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, web, "", true}},
+		{"ANY, IPv6 only, is the AAAA RRset", noZones, "v6.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, []string{"AAAA 2001:db8::2"}, "", true}},
+		{"ANY, no address, at an apex is the SOA", noZones, "blocked.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, []string{"SOA blocked.example.com."}, "", true}},
+		{"ANY on a wildcard", noZones, "shop.apps.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, []string{"A 10.0.1.1"}, "", true}},
+		{"ANY unknown is NXDOMAIN", noZones, "x.web.example.com.", dns.TypeANY, id, want{dns.RcodeNameError, nil, "web.example.com.", true}},
+		{"zoned: ANY on an empty non-terminal is NODATA", zoned, "y.example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, nil, "example.com.", true}},
+		{"zoned: ANY at the apex is the SOA", zoned, "example.com.", dns.TypeANY, id, want{dns.RcodeSuccess, []string{"SOA example.com."}, "", true}},
 		{"class ANY", noZones, "web.example.com.", dns.TypeA, withClass(dns.ClassANY), want{dns.RcodeSuccess, web, "", true}},
 		{"other type is NODATA", noZones, "web.example.com.", dns.TypeMX, id, want{dns.RcodeSuccess, nil, "web.example.com.", true}},
 		{"SOA at apex", noZones, "web.example.com.", dns.TypeSOA, id, want{dns.RcodeSuccess, []string{"SOA web.example.com."}, "", true}},
@@ -190,7 +204,8 @@ func TestAnswer(t *testing.T) {
 		hosts = append(hosts, ig.host+": "+ig.reason)
 	}
 	slices.Sort(hosts)
-	wantIgnored := []string{"a.*.example.com: not a valid DNS name", "a.b.deep.example.org: outside every zone", "bad host!: not a valid DNS name"}
+	wantIgnored := []string{"a.*.example.com: not a valid DNS name", "a.b.deep.example.org: outside every zone", "bad host!: not a valid DNS name",
+		"web.example.com: claimed by default/web-b but owned by default/web, an older MultiClusterIngress"}
 	if !slices.Equal(hosts, wantIgnored) {
 		t.Errorf("ignored %v, want %v", hosts, wantIgnored)
 	}
@@ -235,7 +250,7 @@ func TestAnswerSerialIsContentHash(t *testing.T) {
 	if a.serial != b.serial {
 		t.Errorf("serial depends on MCI order: %d != %d", a.serial, b.serial)
 	}
-	c, _ := buildSnapshot(append(testMCIs(), newMCI("more", []string{"web.example.com"}, "10.0.0.9")), nil, time.Second)
+	c, _ := buildSnapshot(append(testMCIs(), newMCI("more", []string{"more.example.com"}, "10.0.0.9")), nil, time.Second)
 	if a.serial == c.serial {
 		t.Error("serial unchanged by a new address")
 	}
@@ -328,8 +343,8 @@ func TestHandlerMetrics(t *testing.T) {
 		}
 	}
 	recs := counterValues(t, s.metrics.AnswerRecords)
-	if recs["A"] != 2 || recs["AAAA"] != 1 {
-		t.Errorf("answer_records_total %v, want A 2 AAAA 1", recs)
+	if recs["A"] != 2 || recs["AAAA"] != 0 { // ANY gets the A RRset only
+		t.Errorf("answer_records_total %v, want A 2 AAAA 0", recs)
 	}
 }
 

@@ -34,6 +34,10 @@ type Metrics struct {
 	// Hosts is the number of hosts (wildcards included) in the snapshot
 	// being served.
 	Hosts prometheus.Gauge
+	// HostConflicts is the number of hosts (wildcards included) claimed
+	// by more than one MCI; only the oldest claimant's addresses are
+	// served for each.
+	HostConflicts prometheus.Gauge
 	// Panics counts handler panics recovered (a bug: each is also a
 	// servfail).
 	Panics prometheus.Counter
@@ -58,10 +62,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 9)}),
 		Hosts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "hosts", Help: "MultiClusterIngress hosts (wildcards included) the DNS traffic manager answers for."}),
+		HostConflicts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "host_conflicts", Help: "MultiClusterIngress hosts (wildcards included) claimed by more than one ingress; only the oldest claimant's addresses are served."}),
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "handler_panics_total", Help: "DNS handler panics recovered (each is also answered SERVFAIL)."}),
 	}
-	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.Panics)
+	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.HostConflicts, m.Panics)
 	m.results = map[int]prometheus.Counter{}
 	for _, rc := range []int{dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeRefused, dns.RcodeFormatError,
 		dns.RcodeServerFailure, dns.RcodeNotImplemented, dns.RcodeBadVers} {

@@ -5,6 +5,10 @@
 // pointing a delegation at this server moves clients off a failed or blocked
 // cluster within one short TTL, with no external DNS provider.
 //
+// Each host has one owner, the oldest MCI that names it (Owners); only the
+// owner's addresses are served for it, so a tenant cannot add addresses to
+// another tenant's host. ANY queries get one RRset (RFC 8482).
+//
 // It only reads the API (an MCI informer), so it runs on every hub replica,
 // not only the leader, and all replicas answer the same; a resolver can list
 // them all as name servers.

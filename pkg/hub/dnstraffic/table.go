@@ -38,6 +38,9 @@ type Snapshot struct {
 	// "*.example.com") to its entry.
 	wild  map[string]*entry
 	hosts int
+	// contested is the hosts claimed by more than one MCI (only the
+	// owner's addresses are served for each).
+	contested int
 }
 
 // entry is the records of one name; a name with host=false (apex or empty
@@ -147,11 +150,18 @@ func zoneOf(zones map[string]struct{}, name string) string {
 
 // buildSnapshot turns MCIs into a snapshot. zones are normalized apexes
 // (nil: every host is its own apex). It returns the hosts it left out.
+// Each host gets the addresses of its owner only (see Owners), so no MCI
+// can add its addresses to a host another one claimed first.
 func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration) (*Snapshot, []ignoredHost) {
 	var ignored []ignoredHost
 	exact := map[string]*entry{}
 	wild := map[string]*entry{}
+	owners := Owners(mcis)
 	for _, mci := range mcis {
+		ref := RefOf(mci)
+		for _, c := range owners.Conflicts(ref) {
+			ignored = append(ignored, ignoredHost{c.Host, fmt.Sprintf("claimed by %s but owned by %s, an older MultiClusterIngress", ref, c.Owner)})
+		}
 		var v4, v6 []net.IP
 		for _, ing := range mci.Status.LoadBalancer.Ingress {
 			ip := net.ParseIP(ing.IP)
@@ -163,32 +173,27 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 				v6 = append(v6, ip.To16())
 			}
 		}
-		for _, rule := range mci.Spec.Rules {
-			if rule.Host == "" {
-				continue // a catch-all rule has no name to answer for
-			}
-			h, ok := normalizeName(rule.Host)
-			if !ok {
-				ignored = append(ignored, ignoredHost{rule.Host, "not a valid DNS name"})
-				continue
+		addrs := entry{host: true, v4: v4, v6: v6}
+		dedupe(&addrs)
+		keys, invalid := HostKeys(&mci.Spec)
+		for _, h := range invalid {
+			ignored = append(ignored, ignoredHost{h, "not a valid DNS name"})
+		}
+		for _, h := range keys {
+			if !owners.Owns(ref, h) {
+				continue // logged above
 			}
 			set := exact
 			if strings.HasPrefix(h, "*.") {
 				h, set = h[2:], wild
 			}
-			e := set[h]
-			if e == nil {
-				e = &entry{host: true}
-				set[h] = e
-			}
-			// Union across MCIs that name the same host.
-			e.v4 = append(e.v4, v4...)
-			e.v6 = append(e.v6, v6...)
+			// One owner per name; its hosts share the (read-only) addresses.
+			set[h] = &addrs
 		}
 	}
 
 	s := &Snapshot{synced: true, ttl: uint32(ttl / time.Second), zones: map[string]struct{}{},
-		names: map[string]*entry{}, wild: map[string]*entry{}}
+		names: map[string]*entry{}, wild: map[string]*entry{}, contested: owners.Contested()}
 	if len(zones) > 0 {
 		for _, z := range zones {
 			s.zones[z] = struct{}{}
@@ -223,7 +228,6 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			continue
 		}
 		ensure(parent(h), apex)
-		dedupe(e)
 		s.names[h] = e
 		s.hosts++
 	}
@@ -234,7 +238,6 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			continue
 		}
 		ensure(p, apex)
-		dedupe(e)
 		s.wild[p] = e
 		s.hosts++
 	}
@@ -360,6 +363,7 @@ func (t *Table) rebuild(log logr.Logger) {
 	s, ignored := buildSnapshot(mcis, t.zones, t.ttl)
 	t.snap.Store(s)
 	t.metrics.Hosts.Set(float64(s.hosts))
+	t.metrics.HostConflicts.Set(float64(s.contested))
 	now := make(map[ignoredHost]bool, len(ignored))
 	for _, ig := range ignored {
 		now[ig] = true

@@ -1,0 +1,121 @@
+package dnstraffic
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+)
+
+// IngressRef names a MultiClusterIngress.
+type IngressRef struct {
+	Namespace, Name string
+}
+
+func (r IngressRef) String() string { return r.Namespace + "/" + r.Name }
+
+// RefOf is the reference of mci.
+func RefOf(mci *networkingv1alpha1.MultiClusterIngress) IngressRef {
+	return IngressRef{Namespace: mci.Namespace, Name: mci.Name}
+}
+
+// HostConflict is a host an ingress claims that an older ingress owns.
+type HostConflict struct {
+	// Host is the claimed host, normalized: lowercase, without the
+	// trailing dot ("web.example.com", "*.example.com").
+	Host string
+	// Owner is the ingress whose addresses are served for Host.
+	Owner IngressRef
+}
+
+// HostKeys returns the hosts of spec as ownership keys (lowercase FQDN, a
+// wildcard keeps its "*." label), sorted and deduplicated, and the hosts,
+// as written, that are not DNS names and so are never served. A rule
+// without a host (a catch-all) names nothing.
+func HostKeys(spec *networkingv1.IngressSpec) (keys, invalid []string) {
+	for _, rule := range spec.Rules {
+		if rule.Host == "" {
+			continue
+		}
+		k, ok := normalizeName(rule.Host)
+		if !ok {
+			invalid = append(invalid, rule.Host)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Sort(invalid)
+	return slices.Compact(keys), slices.Compact(invalid)
+}
+
+// Ownership says which ingress owns each host. Build it with Owners; the
+// DNS table and the ingress controller both do, so what is answered and
+// what the status conditions say come from the same decision.
+type Ownership struct {
+	owner     map[string]IngressRef
+	conflicts map[IngressRef][]HostConflict
+	contested int
+}
+
+// Owners decides the owner of every host claimed by mcis: the oldest
+// claimant (creationTimestamp, which the apiserver sets and never lets a
+// client change; ties broken by namespace, then name). Only the owner's
+// addresses are served for a host; every later claimant gets a conflict.
+//
+// An exact host and a wildcard are different names: "*.example.com" owned
+// by one ingress never captures "a.example.com" owned by another, because
+// a name that exists wins over a wildcard in the answers (RFC 4592), and
+// two wildcards over the same suffix are the same name, owned by the
+// oldest. The owner of a host depends only on the ingresses that claim
+// it, so Owners of any subset holding all of a host's claimants decides
+// that host the same way (the ingress controller relies on this).
+func Owners(mcis []*networkingv1alpha1.MultiClusterIngress) *Ownership {
+	sorted := slices.Clone(mcis)
+	slices.SortFunc(sorted, olderFirst)
+	o := &Ownership{owner: map[string]IngressRef{}, conflicts: map[IngressRef][]HostConflict{}}
+	contested := map[string]bool{}
+	for _, mci := range sorted {
+		ref := RefOf(mci)
+		keys, _ := HostKeys(&mci.Spec)
+		for _, k := range keys {
+			owner, taken := o.owner[k]
+			switch {
+			case !taken:
+				o.owner[k] = ref
+			case owner != ref: // the same ingress listed twice in mcis is not a conflict
+				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: strings.TrimSuffix(k, "."), Owner: owner})
+				contested[k] = true
+			}
+		}
+	}
+	o.contested = len(contested)
+	for _, c := range o.conflicts {
+		slices.SortFunc(c, func(a, b HostConflict) int { return strings.Compare(a.Host, b.Host) })
+	}
+	return o
+}
+
+// olderFirst orders ingresses oldest first, deterministically.
+func olderFirst(a, b *networkingv1alpha1.MultiClusterIngress) int {
+	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// Owns says whether ref owns key (a key as HostKeys returns it).
+func (o *Ownership) Owns(ref IngressRef, key string) bool {
+	owner, ok := o.owner[key]
+	return ok && owner == ref
+}
+
+// Conflicts are the hosts ref claims but an older ingress owns, sorted by
+// host.
+func (o *Ownership) Conflicts(ref IngressRef) []HostConflict {
+	return slices.Clone(o.conflicts[ref])
+}
+
+// Contested is the number of hosts claimed by more than one ingress.
+func (o *Ownership) Contested() int { return o.contested }

@@ -1,0 +1,322 @@
+package dnstraffic
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+)
+
+// claim is an MCI "ns/name" created at minute age claiming hosts, with one
+// address of its own.
+type claim struct {
+	ref   string
+	age   int
+	hosts []string
+	addr  string
+}
+
+func (c claim) mci() *networkingv1alpha1.MultiClusterIngress {
+	ns, name, _ := strings.Cut(c.ref, "/")
+	m := newMCI(name, c.hosts, c.addr)
+	m.Namespace = ns
+	m.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, c.age, 0, 0, time.UTC))
+	return m
+}
+
+func mcisOf(claims []claim) []*networkingv1alpha1.MultiClusterIngress {
+	var out []*networkingv1alpha1.MultiClusterIngress
+	for _, c := range claims {
+		out = append(out, c.mci())
+	}
+	return out
+}
+
+func conflictStrings(cs []HostConflict) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Host+" owned by "+c.Owner.String())
+	}
+	return out
+}
+
+// TestOwners: the oldest claimant owns a host, ties go by namespace then
+// name, a wildcard and an exact host are different names, and what the DNS
+// answers follows the same decision.
+func TestOwners(t *testing.T) {
+	tests := []struct {
+		name   string
+		claims []claim
+		// conflicts by claimant ref, "host owned by ns/name".
+		conflicts map[string][]string
+		contested int
+		// answers: qname → A records served.
+		answers map[string][]string
+	}{
+		{
+			name: "newer claimant in another namespace loses",
+			claims: []claim{
+				{"team-b/web", 2, []string{"web.example.com"}, "10.0.0.2"},
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+			},
+			conflicts: map[string][]string{"team-b/web": {"web.example.com owned by team-a/web"}},
+			contested: 1,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}},
+		},
+		{
+			name: "case and trailing-dot variants are the same host",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-b/web", 2, []string{"WEB.Example.COM."}, "10.0.0.2"},
+				{"team-c/web", 3, []string{"web.example.com."}, "10.0.0.3"},
+			},
+			conflicts: map[string][]string{
+				"team-b/web": {"web.example.com owned by team-a/web"},
+				"team-c/web": {"web.example.com owned by team-a/web"},
+			},
+			contested: 1,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}, "WEB.EXAMPLE.COM.": {"10.0.0.1"}},
+		},
+		{
+			name: "equal creation times: namespace, then name, decides",
+			claims: []claim{
+				{"team-b/a", 1, []string{"web.example.com"}, "10.0.0.2"},
+				{"team-a/z", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-a/y", 1, []string{"api.example.com"}, "10.0.0.3"},
+				{"team-a/x", 1, []string{"api.example.com"}, "10.0.0.4"},
+			},
+			conflicts: map[string][]string{
+				"team-b/a": {"web.example.com owned by team-a/z"},
+				"team-a/y": {"api.example.com owned by team-a/x"},
+			},
+			contested: 2,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}, "api.example.com.": {"10.0.0.4"}},
+		},
+		{
+			name: "an older wildcard does not capture an exact host owned elsewhere",
+			claims: []claim{
+				{"team-c/wild", 1, []string{"*.example.com"}, "10.0.0.3"},
+				{"team-a/web", 2, []string{"web.example.com"}, "10.0.0.1"},
+			},
+			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}, "other.example.com.": {"10.0.0.3"}},
+		},
+		{
+			name: "a newer wildcard does not capture an exact host owned elsewhere",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-c/wild", 2, []string{"*.example.com"}, "10.0.0.3"},
+			},
+			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}, "other.example.com.": {"10.0.0.3"}},
+		},
+		{
+			name: "two wildcards over one suffix: the oldest wins, whatever the spelling",
+			claims: []claim{
+				{"team-d/wild", 2, []string{"*.Example.com."}, "10.0.0.4"},
+				{"team-c/wild", 1, []string{"*.example.com"}, "10.0.0.3"},
+			},
+			conflicts: map[string][]string{"team-d/wild": {"*.example.com owned by team-c/wild"}},
+			contested: 1,
+			answers:   map[string][]string{"x.example.com.": {"10.0.0.3"}, "*.example.com.": {"10.0.0.3"}},
+		},
+		{
+			name: "a wildcard over a host's subdomains is not a claim on the host",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-b/sub", 2, []string{"*.web.example.com"}, "10.0.0.2"},
+			},
+			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}, "x.web.example.com.": {"10.0.0.2"}},
+		},
+		{
+			name: "a loser keeps the hosts nobody else claims",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-b/web", 2, []string{"web.example.com", "b.example.com", "web.example.com"}, "10.0.0.2"},
+			},
+			conflicts: map[string][]string{"team-b/web": {"web.example.com owned by team-a/web"}},
+			contested: 1,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}, "b.example.com.": {"10.0.0.2"}},
+		},
+		{
+			name: "conflicts are listed by host, each with its owner",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-x/api", 2, []string{"api.example.com"}, "10.0.0.5"},
+				{"team-b/all", 3, []string{"web.example.com", "api.example.com", "*.example.com"}, "10.0.0.2"},
+			},
+			conflicts: map[string][]string{"team-b/all": {"api.example.com owned by team-x/api", "web.example.com owned by team-a/web"}},
+			contested: 2,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}, "api.example.com.": {"10.0.0.5"}, "z.example.com.": {"10.0.0.2"}},
+		},
+		{
+			name: "an ingress listing its host twice is no conflict",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com", "Web.example.com."}, "10.0.0.1"},
+			},
+			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}},
+		},
+		{
+			name: "IDN: a Unicode host is not a DNS name, never served, and blocks no punycode owner",
+			claims: []claim{
+				{"team-b/idn", 1, []string{"bücher.example.com"}, "10.0.0.2"},
+				{"team-a/idn", 2, []string{"xn--bcher-kva.example.com"}, "10.0.0.1"},
+				{"team-c/idn", 3, []string{"XN--BCHER-KVA.example.com"}, "10.0.0.3"},
+			},
+			conflicts: map[string][]string{"team-c/idn": {"xn--bcher-kva.example.com owned by team-a/idn"}},
+			contested: 1,
+			answers:   map[string][]string{"xn--bcher-kva.example.com.": {"10.0.0.1"}},
+		},
+		{
+			name: "catch-all rules and invalid hosts claim nothing",
+			claims: []claim{
+				{"team-b/any", 1, []string{"", "bad host!", "a.*.example.com", "*"}, "10.0.0.2"},
+				{"team-a/web", 2, []string{"web.example.com"}, "10.0.0.1"},
+			},
+			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mcis := mcisOf(tt.claims)
+			o := Owners(mcis)
+			for _, c := range tt.claims {
+				ns, name, _ := strings.Cut(c.ref, "/")
+				got := conflictStrings(o.Conflicts(IngressRef{ns, name}))
+				if want := tt.conflicts[c.ref]; !slices.Equal(got, want) {
+					t.Errorf("conflicts of %s: %q, want %q", c.ref, got, want)
+				}
+			}
+			if o.Contested() != tt.contested {
+				t.Errorf("contested %d, want %d", o.Contested(), tt.contested)
+			}
+			// The order of the list never matters.
+			rev := slices.Clone(mcis)
+			slices.Reverse(rev)
+			for _, c := range tt.claims {
+				ns, name, _ := strings.Cut(c.ref, "/")
+				ref := IngressRef{ns, name}
+				if a, b := conflictStrings(o.Conflicts(ref)), conflictStrings(Owners(rev).Conflicts(ref)); !slices.Equal(a, b) {
+					t.Errorf("conflicts of %s depend on list order: %q vs %q", c.ref, a, b)
+				}
+			}
+
+			snap, _ := buildSnapshot(mcis, nil, 5*time.Second)
+			for qname, want := range tt.answers {
+				resp := snap.Answer(query(qname, dns.TypeA))
+				var got []string
+				for _, rr := range resp.Answer {
+					got = append(got, rr.(*dns.A).A.String())
+				}
+				if resp.Rcode != dns.RcodeSuccess || !slices.Equal(got, want) {
+					t.Errorf("%s: rcode %s answers %v, want %v", qname, dns.RcodeToString[resp.Rcode], got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestOwnersNextOldestTakesOver: deleting the owner hands the host to the
+// next-oldest claimant, in the decision and in the answers; re-creating
+// the old owner makes it the newest, so it does not win the host back.
+func TestOwnersNextOldestTakesOver(t *testing.T) {
+	a := claim{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"}
+	b := claim{"team-b/web", 2, []string{"web.example.com"}, "10.0.0.2"}
+	c := claim{"team-c/web", 3, []string{"web.example.com"}, "10.0.0.3"}
+	served := func(claims ...claim) []string {
+		snap, _ := buildSnapshot(mcisOf(claims), nil, time.Second)
+		return addrsOf(snap.Answer(query("web.example.com.", dns.TypeA)))
+	}
+	if got := served(a, b, c); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("with a, b, c: %v", got)
+	}
+	if got := served(b, c); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("a deleted: %v, want b's", got)
+	}
+	if got := conflictStrings(Owners(mcisOf([]claim{b, c})).Conflicts(IngressRef{"team-c", "web"})); !slices.Equal(got, []string{"web.example.com owned by team-b/web"}) {
+		t.Fatalf("a deleted: c's conflicts %q", got)
+	}
+	a.age = 4 // re-created: the apiserver stamps it now
+	if got := served(a, b, c); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("a re-created: %v, want b's still", got)
+	}
+}
+
+// TestOwnersOfClaimantsOnly: the ingress controller decides an ingress's
+// hosts from the ingresses sharing one of them, not from all; that must
+// give what the DNS table decides from all of them.
+func TestOwnersOfClaimantsOnly(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	hosts := []string{"a.example.com", "B.example.com", "b.example.com.", "*.example.com", "*.a.example.com", "c.example.org", "", "bad!"}
+	for round := range 200 {
+		var mcis []*networkingv1alpha1.MultiClusterIngress
+		for i := range 1 + rng.Intn(12) {
+			var hs []string
+			for range rng.Intn(4) {
+				hs = append(hs, hosts[rng.Intn(len(hosts))])
+			}
+			c := claim{fmt.Sprintf("ns-%d/mci-%d", rng.Intn(3), i), rng.Intn(4), hs, ""}
+			mcis = append(mcis, c.mci())
+		}
+		all := Owners(mcis)
+		for _, m := range mcis {
+			keys, _ := HostKeys(&m.Spec)
+			var claimants []*networkingv1alpha1.MultiClusterIngress
+			for _, other := range mcis {
+				otherKeys, _ := HostKeys(&other.Spec)
+				if slices.ContainsFunc(otherKeys, func(k string) bool { return slices.Contains(keys, k) }) {
+					claimants = append(claimants, other)
+				}
+			}
+			ref := RefOf(m)
+			if a, b := conflictStrings(all.Conflicts(ref)), conflictStrings(Owners(claimants).Conflicts(ref)); !slices.Equal(a, b) {
+				t.Fatalf("round %d: %s: from all %q, from its claimants %q", round, ref, a, b)
+			}
+			for _, k := range keys {
+				if all.Owns(ref, k) != Owners(claimants).Owns(ref, k) {
+					t.Fatalf("round %d: %s owns %s: decisions differ", round, ref, k)
+				}
+			}
+		}
+	}
+}
+
+func TestHostKeys(t *testing.T) {
+	m := newMCI("x", []string{"Web.Example.com.", "", "web.example.com", "*.Apps.example.com", "bücher.example.com", "a.*.b", "bücher.example.com"})
+	keys, invalid := HostKeys(&m.Spec)
+	if want := []string{"*.apps.example.com.", "web.example.com."}; !slices.Equal(keys, want) {
+		t.Errorf("keys %q, want %q", keys, want)
+	}
+	if want := []string{"a.*.b", "bücher.example.com"}; !slices.Equal(invalid, want) {
+		t.Errorf("invalid %q, want %q", invalid, want)
+	}
+}
+
+// TestTableCountsHostConflicts: the table's gauge counts the hosts claimed
+// by more than one MCI.
+func TestTableCountsHostConflicts(t *testing.T) {
+	objs := mcisOf([]claim{
+		{"team-a/web", 1, []string{"web.example.com", "*.example.com"}, "10.0.0.1"},
+		{"team-b/web", 2, []string{"web.example.com"}, "10.0.0.2"},
+		{"team-c/web", 3, []string{"WEB.example.com.", "*.example.com", "c.example.com"}, "10.0.0.3"},
+	})
+	s := newHandlerOnly(t, Options{}, objs[0], objs[1], objs[2])
+	var d dto.Metric
+	if err := s.metrics.HostConflicts.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.GetGauge().GetValue(); got != 2 {
+		t.Errorf("host_conflicts %v, want 2", got)
+	}
+	w := &fakeWriter{}
+	s.ServeDNS(w, query("web.example.com.", dns.TypeA))
+	if got := addrsOf(w.msgs[0]); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Errorf("web.example.com answers %v, want the owner's only", got)
+	}
+}
