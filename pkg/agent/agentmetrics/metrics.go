@@ -46,6 +46,11 @@ type Metrics struct {
 	WorkStatusWrites *prometheus.CounterVec
 	// WorksInFlight is the number of Works being synced right now.
 	WorksInFlight prometheus.Gauge
+	// HubTokenExpiration is when the hub token this agent uses expires
+	// (Unix seconds; pkg/agent/hubtoken). Alert on it getting close.
+	HubTokenExpiration prometheus.Gauge
+	// HubTokenRenewals counts renewals of the hub token by result.
+	HubTokenRenewals *prometheus.CounterVec
 }
 
 // New creates the agent's metrics and registers them on reg.
@@ -101,7 +106,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "works_in_flight",
 			Help: "Works being synced right now.",
 		}),
+		HubTokenExpiration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "hub_token_expiration_timestamp_seconds",
+			Help: "Expiry (Unix seconds) of the hub token this agent process uses; 0 when its hub credential is not a token it renews (client certificate, opaque token).",
+		}),
+		HubTokenRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "hub_token_renewals_total",
+			Help: "Renewals of the agent's hub token (TokenRequest for its own ServiceAccount) by result (success, error).",
+		}, []string{"result"}),
 	}
+	reg.MustRegister(m.HubTokenExpiration, m.HubTokenRenewals)
 	reg.MustRegister(m.WorkApplyDuration, m.WorkApplies, m.WorkStatusWrites, m.WorksInFlight)
 	reg.MustRegister(m.Leader, m.ProbeDuration, m.ProbeResults, m.Condition, m.LeaseRenewals,
 		m.HubRequestErrors, m.StatusWrites, m.DNSVerdicts)
