@@ -80,7 +80,27 @@ type MultiClusterIngressStatus struct {
 	// +listMapKey=name
 	// +optional
 	ServiceLocations []ServiceLocation `json:"serviceLocations,omitempty"`
+
+	// Conditions are HostsAdmitted: True when the DNS traffic manager
+	// answers for every host of the ingress, False (reason HostConflict)
+	// naming the older MultiClusterIngress that owns a host it also claims.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// MultiClusterIngress condition types and reasons.
+const (
+	// ConditionHostsAdmitted says whether every host of the ingress is
+	// served for it by the DNS traffic manager.
+	ConditionHostsAdmitted = "HostsAdmitted"
+	// ReasonHostsAdmitted: every host is owned by this ingress.
+	ReasonHostsAdmitted = "HostsAdmitted"
+	// ReasonHostConflict: an older MultiClusterIngress owns a host (or a
+	// wildcard of) this one claims; the message names it.
+	ReasonHostConflict = "HostConflict"
+)
 
 // ClusterObject is a cluster whose traffic is blocked.
 type ClusterObject struct {

@@ -22,6 +22,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -117,6 +118,13 @@ func (in *MultiClusterIngressStatus) DeepCopyInto(out *MultiClusterIngressStatus
 	if in.ServiceLocations != nil {
 		in, out := &in.ServiceLocations, &out.ServiceLocations
 		*out = make([]ServiceLocation, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
+	if in.Conditions != nil {
+		in, out := &in.Conditions, &out.Conditions
+		*out = make([]v1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}

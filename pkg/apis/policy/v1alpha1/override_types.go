@@ -133,7 +133,12 @@ type Overriders struct {
 	AnnotationsOverrider []LabelAnnotationOverrider `json:"annotationsOverrider,omitempty"`
 }
 
-// PlaintextOverrider is one JSON-patch operation.
+// PlaintextOverrider is one JSON-patch operation. It may not touch the
+// object's identity (apiVersion, kind, metadata.name, metadata.namespace,
+// metadata.generateName, or metadata as a whole): an override that moved a
+// workload into another namespace or turned it into another kind would let
+// a tenant reach what its own RBAC does not.
+// +kubebuilder:validation:XValidation:rule="!self.path.matches('^/(apiVersion|kind)(/.*)?$') && !self.path.matches('^/metadata/?$') && !self.path.matches('^/metadata/(name|namespace|generateName)(/.*)?$')",message="path may not change the object's identity (/apiVersion, /kind, /metadata, /metadata/name, /metadata/namespace, /metadata/generateName)"
 type PlaintextOverrider struct {
 	// Path is a JSON pointer into the object, e.g. /spec/replicas.
 	// +kubebuilder:validation:Pattern=`^/`
@@ -182,7 +187,9 @@ type ImageOverrider struct {
 	Value string `json:"value,omitempty"`
 }
 
-// ImagePredicate locates one image in the object.
+// ImagePredicate locates one image in the object. Like a plaintext path it
+// may not point at the object's identity.
+// +kubebuilder:validation:XValidation:rule="!self.path.matches('^/(apiVersion|kind|metadata)(/.*)?$')",message="path may not point into /apiVersion, /kind or /metadata: an image overrider changes images only"
 type ImagePredicate struct {
 	// Path is a JSON pointer to an image field, e.g.
 	// /spec/template/spec/containers/0/image.
