@@ -60,7 +60,7 @@ patches:
 - target:
     group: apps
     version: v1
-    kind: DaemonSet
+    kind: Deployment
     name: flotilla-agent
   patch: |-
     - op: add

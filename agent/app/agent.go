@@ -43,6 +43,7 @@ type Options struct {
 	ClusterSuccessThreshold           time.Duration
 
 	// In-cluster DNS probe.
+	DNSProbe            bool
 	DNSDetectPeriod     time.Duration
 	DNSSuccessThreshold time.Duration
 	DNSFailureThreshold time.Duration
@@ -86,6 +87,7 @@ func NewOptions() *Options {
 		ClusterFailureThreshold:           30 * time.Second,
 		ClusterSuccessThreshold:           30 * time.Second,
 
+		DNSProbe:            true,
 		DNSDetectPeriod:     5 * time.Second,
 		DNSSuccessThreshold: 30 * time.Second,
 		DNSFailureThreshold: 30 * time.Second,
@@ -124,6 +126,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ClusterFailureThreshold, "cluster-failure-threshold", o.ClusterFailureThreshold, "How long the member apiserver must fail before Ready turns False.")
 	fs.DurationVar(&o.ClusterSuccessThreshold, "cluster-success-threshold", o.ClusterSuccessThreshold, "How long the member apiserver must succeed before Ready turns True again.")
 
+	fs.BoolVar(&o.DNSProbe, "dns-probe", o.DNSProbe, "Probe in-cluster DNS from this pod's node and publish the node's verdict. Set false when the flotilla-dns-probe DaemonSet (agent dns-probe) covers every node, so each verdict Lease has one writer.")
 	fs.DurationVar(&o.DNSDetectPeriod, "dns-detect-period", o.DNSDetectPeriod, "How often every agent pod probes in-cluster DNS through its node's resolver.")
 	fs.DurationVar(&o.DNSSuccessThreshold, "dns-success-threshold", o.DNSSuccessThreshold, "How long a node's DNS must succeed before its verdict turns True.")
 	fs.DurationVar(&o.DNSFailureThreshold, "dns-failure-threshold", o.DNSFailureThreshold, "How long a node's DNS must fail before its verdict turns False.")
@@ -229,5 +232,6 @@ func NewAgentCommand() *cobra.Command {
 	opts.AddFlags(fs)
 	cmdutil.AddKlogFlags(fs)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	cmd.AddCommand(NewDNSProbeCommand())
 	return cmd
 }

@@ -96,7 +96,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 
 	dnsServer := opts.DNSServer
-	if dnsServer == "" {
+	if dnsServer == "" && opts.DNSProbe {
 		if dnsServer, err = dnsprobe.ResolverFromFile(opts.ResolvConf); err != nil {
 			return fmt.Errorf("no --dns-server given: %w", err)
 		}
@@ -112,14 +112,13 @@ func Run(ctx context.Context, opts *Options) error {
 	server := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	server.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))
 
-	runner := dnsprobe.NewRunner(member, dnsprobe.RunnerOptions{
-		Namespace: opts.LeaderElection.ResourceNamespace, NodeName: opts.NodeName, Identity: identity,
-		Server: dnsServer, Name: dnsprobe.ProbeName(opts.ClusterDomain),
-		Period: opts.DNSDetectPeriod, Timeout: opts.DNSProbeTimeout,
-		SuccessThreshold: opts.DNSSuccessThreshold, FailureThreshold: opts.DNSFailureThreshold,
-		StaleThreshold: opts.DNSStaleThreshold, Metrics: m,
-	})
-	server.AddHealthzCheck("dns-probe", runner.Healthy)
+	// With --dns-probe=false this pod's node is probed by the
+	// flotilla-dns-probe DaemonSet; the leader still aggregates every verdict.
+	var runner *dnsprobe.Runner
+	if opts.DNSProbe {
+		runner = newDNSRunner(member, opts, identity, dnsServer, m)
+		server.AddHealthzCheck("dns-probe", runner.Healthy)
+	}
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	server.AddHealthzCheck("leader-election", func(context.Context) error { return watchdog.Check(nil) })
 
@@ -129,7 +128,9 @@ func Run(ctx context.Context, opts *Options) error {
 	go func() { serveErr <- server.Run(ctx) }()
 	stopHubToken := startHubTokenRenewer(ctx, hubToken, hubKube, hubFlotilla, m)
 	defer stopHubToken()
-	go runner.Run(ctx)
+	if runner != nil {
+		go runner.Run(ctx)
+	}
 
 	lead := func(ctx context.Context) {
 		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, hubKube, hubFlotilla, quorum, m)
