@@ -50,6 +50,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	networkinglisters "github.com/flotilla-io/flotilla/pkg/generated/listers/networking/v1alpha1"
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
 )
@@ -59,7 +60,28 @@ const (
 	EventTrafficBlocked  = "TrafficBlocked"
 	EventTrafficRestored = "TrafficRestored"
 	EventFailOpen        = "TrafficFailOpen"
+	// EventHostConflict (Warning): the ingress started losing a host to an
+	// older ingress (or a different set of hosts).
+	EventHostConflict = networkingv1alpha1.ReasonHostConflict
+	// EventInvalidHost (Warning): a host is not a DNS name.
+	EventInvalidHost = ReasonInvalidHost
+	// EventHostsAdmitted (Normal): every host is the ingress's again.
+	EventHostsAdmitted = networkingv1alpha1.ReasonHostsAdmitted
 )
+
+// hostIndex indexes MultiClusterIngresses by host (dnstraffic.HostKeys), so
+// one ingress's ownership is decided from the ingresses that share a host
+// with it, and a change re-evaluates exactly those.
+const hostIndex = "flotilla.io/multicluster-ingress-host"
+
+func hostIndexFunc(obj any) ([]string, error) {
+	mci, ok := obj.(*networkingv1alpha1.MultiClusterIngress)
+	if !ok {
+		return nil, nil
+	}
+	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	return keys, nil
+}
 
 // Options tune the controller.
 type Options struct {
@@ -73,6 +95,7 @@ type Controller struct {
 	opts      Options
 	client    flotillaclient.Interface
 	ingresses networkinglisters.MultiClusterIngressLister
+	byHost    cache.Indexer
 	bindings  worklisters.ResourceBindingLister
 	clusters  clusterlisters.ClusterLister
 	synced    []cache.InformerSynced
@@ -87,16 +110,35 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	ingresses := factory.Networking().V1alpha1().MultiClusterIngresses()
 	bindings := factory.Work().V1alpha1().ResourceBindings()
 	clusters := factory.Cluster().V1alpha1().Clusters()
+	// Before the factory starts; the only error is a second registration
+	// of the index, which NewController never does.
+	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc}))
 	c := &Controller{opts: opts, client: client,
-		ingresses: ingresses.Lister(), bindings: bindings.Lister(), clusters: clusters.Lister(),
+		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), bindings: bindings.Lister(), clusters: clusters.Lister(),
 		synced: []cache.InformerSynced{ingresses.Informer().HasSynced, bindings.Informer().HasSynced, clusters.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "multicluster-ingress"}),
 	}
+	// Who owns a host changes when a claimant comes, goes or changes its
+	// hosts, so those events re-evaluate every ingress sharing a host.
 	_, _ = ingresses.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, n any) { c.enqueue(n) },
-		DeleteFunc: c.forget,
+		AddFunc: func(obj any) {
+			c.enqueue(obj)
+			c.enqueueClaimants(obj)
+		},
+		UpdateFunc: func(o, n any) {
+			c.enqueue(n)
+			oldKeys, _ := hostIndexFunc(o)
+			newKeys, _ := hostIndexFunc(n)
+			if !slices.Equal(oldKeys, newKeys) {
+				c.enqueueClaimants(o)
+				c.enqueueClaimants(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			c.forget(obj)
+			c.enqueueClaimants(obj)
+		},
 	})
 	onBinding := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -143,6 +185,44 @@ func (c *Controller) forget(obj any) {
 		c.opts.Metrics.IngressBlockedClusters.DeleteLabelValues(mci.Namespace, mci.Name)
 		c.opts.Metrics.IngressServingClusters.DeleteLabelValues(mci.Namespace, mci.Name)
 	}
+}
+
+// enqueueClaimants queues the ingresses that claim a host of obj.
+func (c *Controller) enqueueClaimants(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	keys, _ := hostIndexFunc(obj)
+	for _, k := range keys {
+		claimants, _ := c.byHost.ByIndex(hostIndex, k)
+		for _, other := range claimants {
+			c.enqueue(other)
+		}
+	}
+}
+
+// claimants are the ingresses sharing a host with mci, mci included: all
+// that ownership of its hosts depends on (dnstraffic.Owners).
+func (c *Controller) claimants(mci *networkingv1alpha1.MultiClusterIngress) ([]*networkingv1alpha1.MultiClusterIngress, error) {
+	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	seen := map[dnstraffic.IngressRef]bool{}
+	out := []*networkingv1alpha1.MultiClusterIngress{mci}
+	seen[dnstraffic.RefOf(mci)] = true
+	for _, k := range keys {
+		objs, err := c.byHost.ByIndex(hostIndex, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			other, ok := o.(*networkingv1alpha1.MultiClusterIngress)
+			if !ok || seen[dnstraffic.RefOf(other)] {
+				continue
+			}
+			seen[dnstraffic.RefOf(other)] = true
+			out = append(out, other)
+		}
+	}
+	return out, nil
 }
 
 func (c *Controller) enqueueAll() {
@@ -233,7 +313,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 func (c *Controller) inputs(mci *networkingv1alpha1.MultiClusterIngress) (Inputs, error) {
 	in := Inputs{Services: map[string][]*workv1alpha1.ResourceBinding{}, Clusters: map[string]*clusterv1alpha1.Cluster{},
-		Previous: &mci.Status, Now: metav1.NewTime(c.opts.Clock.Now())}
+		Previous: &mci.Status, Now: metav1.NewTime(c.opts.Clock.Now()), Generation: mci.Generation}
+	claimants, err := c.claimants(mci)
+	if err != nil {
+		return in, err
+	}
+	in.HostConflicts = dnstraffic.Owners(claimants).Conflicts(dnstraffic.RefOf(mci))
+	_, in.InvalidHosts = dnstraffic.HostKeys(&mci.Spec)
 	backends := BackendServices(&mci.Spec)
 	bindings, err := c.bindings.ResourceBindings(mci.Namespace).List(labels.Everything())
 	if err != nil {
@@ -283,6 +369,18 @@ func (c *Controller) report(ctx context.Context, mci *networkingv1alpha1.MultiCl
 	for _, n := range was {
 		if !slices.Contains(now, n) {
 			c.opts.Recorder.Eventf(mci, corev1.EventTypeNormal, EventTrafficRestored, "traffic to cluster %s restored", n)
+		}
+	}
+	prev := meta.FindStatusCondition(before.Conditions, networkingv1alpha1.ConditionHostsAdmitted)
+	if cond := meta.FindStatusCondition(d.Status.Conditions, networkingv1alpha1.ConditionHostsAdmitted); cond != nil &&
+		(prev == nil || prev.Status != cond.Status || prev.Reason != cond.Reason || prev.Message != cond.Message) {
+		switch {
+		case cond.Status == metav1.ConditionTrue && prev != nil && prev.Status == metav1.ConditionFalse:
+			c.opts.Recorder.Event(mci, corev1.EventTypeNormal, EventHostsAdmitted, cond.Message)
+		case cond.Reason == networkingv1alpha1.ReasonHostConflict:
+			c.opts.Recorder.Event(mci, corev1.EventTypeWarning, EventHostConflict, cond.Message)
+		case cond.Reason == ReasonInvalidHost:
+			c.opts.Recorder.Event(mci, corev1.EventTypeWarning, EventInvalidHost, cond.Message)
 		}
 	}
 	if d.FailOpen {

@@ -19,8 +19,11 @@ package ingress
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +33,7 @@ import (
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 )
 
 // BackendServices returns the sorted names of the Services the ingress's
@@ -64,9 +68,18 @@ type Inputs struct {
 	Ingresses []*workv1alpha1.ResourceBinding
 	// Clusters by name.
 	Clusters map[string]*clusterv1alpha1.Cluster
-	// Previous is the ingress's current status (block times are kept).
+	// Previous is the ingress's current status (block times and condition
+	// transition times are kept).
 	Previous *networkingv1alpha1.MultiClusterIngressStatus
 	Now      metav1.Time
+	// Generation is the ingress's metadata.generation, for the
+	// conditions' observedGeneration.
+	Generation int64
+	// HostConflicts are the ingress's hosts that an older ingress owns
+	// (dnstraffic.Owners); InvalidHosts are the ones that are not DNS
+	// names. The DNS traffic manager serves neither for this ingress.
+	HostConflicts []dnstraffic.HostConflict
+	InvalidHosts  []string
 }
 
 // Decision is an ingress's traffic: its new status and which clusters serve.
@@ -148,7 +161,63 @@ func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
 		}
 	}
 	d.Status.LoadBalancer.Ingress = sortAddresses(lbs)
+
+	if in.Previous != nil {
+		d.Status.Conditions = slices.Clone(in.Previous.Conditions) // never write into the cache's copy
+	}
+	cond := HostsAdmitted(in.HostConflicts, in.InvalidHosts)
+	cond.ObservedGeneration, cond.LastTransitionTime = in.Generation, in.Now
+	meta.SetStatusCondition(&d.Status.Conditions, cond)
 	return d
+}
+
+// ReasonInvalidHost: a host of the ingress is not a DNS name (e.g. Unicode
+// rather than punycode), so the DNS traffic manager never serves it.
+const ReasonInvalidHost = "InvalidHost"
+
+// maxListed bounds the hosts a condition message names.
+const maxListed = 10
+
+// HostsAdmitted is the ingress's HostsAdmitted condition (without times):
+// False with reason HostConflict naming each lost host and its owner when
+// an older ingress owns one of its hosts, False with reason InvalidHost
+// when a host is not a DNS name, else True.
+func HostsAdmitted(conflicts []dnstraffic.HostConflict, invalid []string) metav1.Condition {
+	c := metav1.Condition{Type: networkingv1alpha1.ConditionHostsAdmitted}
+	var parts []string
+	for i, hc := range conflicts {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(conflicts)-maxListed))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (owner %s)", hc.Host, hc.Owner))
+	}
+	invalidMsg := ""
+	if len(invalid) > 0 {
+		quoted := make([]string, 0, min(len(invalid), maxListed))
+		for _, h := range invalid[:min(len(invalid), maxListed)] {
+			quoted = append(quoted, strconv.Quote(h))
+		}
+		invalidMsg = fmt.Sprintf("%s not a DNS name (use lowercase punycode), never served", strings.Join(quoted, ", "))
+		if len(invalid) > maxListed {
+			invalidMsg += fmt.Sprintf(" (and %d more)", len(invalid)-maxListed)
+		}
+	}
+	switch {
+	case len(conflicts) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, networkingv1alpha1.ReasonHostConflict
+		c.Message = "hosts owned by an older MultiClusterIngress, for which the DNS traffic manager serves the owner's addresses, not this ingress's: " +
+			strings.Join(parts, ", ")
+		if invalidMsg != "" {
+			c.Message += "; " + invalidMsg
+		}
+	case invalidMsg != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalidHost, invalidMsg
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted
+		c.Message = "no older MultiClusterIngress claims a host of this one: the DNS traffic manager answers for all of them with this ingress's addresses"
+	}
+	return c
 }
 
 // loadBalancer reads the load-balancer addresses the agent reported for the

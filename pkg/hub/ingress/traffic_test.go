@@ -1,17 +1,21 @@
 package ingress
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 )
 
 func spec(services ...string) *networkingv1.IngressSpec {
@@ -144,5 +148,75 @@ func TestDecideGarbageAndUnplaced(t *testing.T) {
 	d = Decide(spec("web"), Inputs{Services: map[string][]*workv1alpha1.ResourceBinding{"web": {bad}}, Clusters: map[string]*clusterv1alpha1.Cluster{}})
 	if len(d.Serving) != 0 || d.FailOpen {
 		t.Fatalf("unknown clusters serve: %+v", d)
+	}
+}
+
+func TestDecideHostsAdmitted(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	later := metav1.NewTime(now.Add(time.Minute))
+	owner := dnstraffic.IngressRef{Namespace: "team-a", Name: "web"}
+	hosts := func(d Decision) metav1.Condition {
+		t.Helper()
+		c := meta.FindStatusCondition(d.Status.Conditions, networkingv1alpha1.ConditionHostsAdmitted)
+		if c == nil {
+			t.Fatalf("no HostsAdmitted condition in %+v", d.Status.Conditions)
+		}
+		return *c
+	}
+
+	// No conflict: True, and another controller's condition is kept.
+	other := metav1.Condition{Type: "Other", Status: metav1.ConditionTrue, Reason: "X", LastTransitionTime: now}
+	prev := &networkingv1alpha1.MultiClusterIngressStatus{Conditions: []metav1.Condition{other}}
+	d := Decide(spec("web"), Inputs{Previous: prev, Now: now, Generation: 3})
+	if c := hosts(d); c.Status != metav1.ConditionTrue || c.Reason != networkingv1alpha1.ReasonHostsAdmitted || c.ObservedGeneration != 3 || !c.LastTransitionTime.Equal(&now) {
+		t.Fatalf("admitted: %+v", c)
+	}
+	if meta.FindStatusCondition(d.Status.Conditions, "Other") == nil {
+		t.Fatalf("other condition dropped: %+v", d.Status.Conditions)
+	}
+	if len(prev.Conditions) != 1 {
+		t.Fatalf("Decide wrote into the previous status: %+v", prev.Conditions)
+	}
+
+	// An older ingress owns the host: False, HostConflict, naming host and owner.
+	conflict := []dnstraffic.HostConflict{{Host: "web.example.com", Owner: owner}, {Host: "*.example.com", Owner: dnstraffic.IngressRef{Namespace: "team-c", Name: "wild"}}}
+	d = Decide(spec("web"), Inputs{Previous: &d.Status, Now: later, Generation: 3, HostConflicts: conflict})
+	c := hosts(d)
+	if c.Status != metav1.ConditionFalse || c.Reason != networkingv1alpha1.ReasonHostConflict || !c.LastTransitionTime.Equal(&later) {
+		t.Fatalf("conflict: %+v", c)
+	}
+	for _, want := range []string{"web.example.com (owner team-a/web)", "*.example.com (owner team-c/wild)"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q does not name %q", c.Message, want)
+		}
+	}
+	// Unchanged: the transition time stays.
+	d = Decide(spec("web"), Inputs{Previous: &d.Status, Now: metav1.NewTime(later.Add(time.Hour)), Generation: 3, HostConflicts: conflict})
+	if c := hosts(d); !c.LastTransitionTime.Equal(&later) {
+		t.Fatalf("transition time moved without a transition: %v", c.LastTransitionTime)
+	}
+
+	// Invalid hosts: False, InvalidHost; a conflict still wins the reason.
+	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"bücher.example.com"}})
+	if c := hosts(d); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidHost || !strings.Contains(c.Message, `"bücher.example.com"`) {
+		t.Fatalf("invalid: %+v", c)
+	}
+	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"bücher.example.com"}, HostConflicts: conflict[:1]})
+	if c := hosts(d); c.Reason != networkingv1alpha1.ReasonHostConflict || !strings.Contains(c.Message, "bücher") || !strings.Contains(c.Message, "team-a/web") {
+		t.Fatalf("conflict and invalid: %+v", c)
+	}
+}
+
+func TestHostsAdmittedMessageIsBounded(t *testing.T) {
+	var many []dnstraffic.HostConflict
+	for i := range 1000 {
+		many = append(many, dnstraffic.HostConflict{Host: fmt.Sprintf("h%04d.example.com", i), Owner: dnstraffic.IngressRef{Namespace: "team-a", Name: "web"}})
+	}
+	c := HostsAdmitted(many, nil)
+	if !strings.Contains(c.Message, "h0000.example.com (owner team-a/web)") || !strings.Contains(c.Message, "and 990 more") || strings.Contains(c.Message, "h0010") {
+		t.Fatalf("message %q", c.Message)
+	}
+	if len(c.Message) > 1024 {
+		t.Fatalf("message of %d bytes", len(c.Message))
 	}
 }
