@@ -16,6 +16,8 @@ limitations under the License.
 
 package apis_test
 
+import "fmt"
+
 // acceptedCases are valid objects of every kind, written as a user (or a
 // Karmada user, with karmada.io changed to flotilla.io) would. They are
 // created in order; later subtests read some of them back.
@@ -888,4 +890,63 @@ spec:
   - key: maintenance
     effect: NoSchedule
 `},
+}
+
+// overrideIdentityCases: an override may not change what object it applies
+// to. Every identity path is refused in a plaintext overrider and in an image
+// predicate, in an OverridePolicy and in a ClusterOverridePolicy; paths next
+// to the identity (labels, a field named like an identity field) are not.
+func overrideIdentityCases() []validationCase {
+	policy := func(kind, name, overriders string) string {
+		ns := ""
+		if kind == "OverridePolicy" {
+			ns = "\n  namespace: default"
+		}
+		return `
+apiVersion: policy.flotilla.io/v1alpha1
+kind: ` + kind + `
+metadata:
+  name: ` + name + ns + `
+spec:
+  overrideRules:
+  - overriders:
+` + overriders
+	}
+	plaintext := func(op, path string) string {
+		return "      plaintext:\n      - path: " + path + "\n        operator: " + op + "\n        value: x\n"
+	}
+	image := func(path string) string {
+		return "      imageOverrider:\n      - predicate:\n          path: " + path + "\n        component: Tag\n        operator: replace\n        value: x\n"
+	}
+	var cases []validationCase
+	for i, kind := range []string{"OverridePolicy", "ClusterOverridePolicy"} {
+		for j, p := range []struct{ op, path string }{
+			{"replace", "/apiVersion"}, {"replace", "/kind"}, {"add", "/kind/x"}, {"replace", "/metadata"}, {"remove", "/metadata/"},
+			{"replace", "/metadata/name"}, {"replace", "/metadata/namespace"}, {"add", "/metadata/namespace"},
+			{"remove", "/metadata/namespace"}, {"add", "/metadata/generateName"}, {"replace", "/metadata/name/x"},
+		} {
+			cases = append(cases, validationCase{
+				name: fmt.Sprintf("%s plaintext %s %s", kind, p.op, p.path),
+				want: []string{"spec.overrideRules[0].overriders.plaintext[0]", "may not change the object's identity"},
+				yaml: policy(kind, fmt.Sprintf("identity-%d-%d", i, j), plaintext(p.op, p.path)),
+			})
+		}
+		for j, path := range []string{"/apiVersion", "/kind", "/metadata/name", "/metadata/namespace", "/metadata/labels/app"} {
+			cases = append(cases, validationCase{
+				name: fmt.Sprintf("%s image predicate %s", kind, path),
+				want: []string{"spec.overrideRules[0].overriders.imageOverrider[0].predicate", "an image overrider changes images only"},
+				yaml: policy(kind, fmt.Sprintf("image-identity-%d-%d", i, j), image(path)),
+			})
+		}
+		for j, p := range []struct{ op, path string }{
+			{"add", "/metadata/labels/x"}, {"replace", "/spec/replicas"}, {"add", "/metadata/annotations/name"},
+			{"add", "/spec/template/metadata/namespace"}, {"add", "/metadata/namespaces"}, {"add", "/kinds"},
+		} {
+			cases = append(cases, validationCase{
+				name: fmt.Sprintf("%s plaintext %s %s accepted", kind, p.op, p.path),
+				yaml: policy(kind, fmt.Sprintf("not-identity-%d-%d", i, j), plaintext(p.op, p.path)),
+			})
+		}
+	}
+	return cases
 }

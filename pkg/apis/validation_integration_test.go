@@ -19,15 +19,19 @@ package apis_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -67,7 +71,7 @@ func TestValidation(t *testing.T) {
 		}
 	}
 
-	for _, tc := range append(acceptedCases, refusedCases...) {
+	for _, tc := range append(append(acceptedCases, refusedCases...), overrideIdentityCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := decodeStrict(t, tc.yaml)
 			err := create(ctx, cs, obj)
@@ -105,15 +109,31 @@ func TestValidation(t *testing.T) {
 	})
 
 	t.Run("cluster id is immutable", func(t *testing.T) {
-		c, err := cs.ClusterV1alpha1().Clusters().Get(ctx, "member1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+		setID := func(name, id string) error {
+			c, err := cs.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c.Spec.ID = id
+			_, err = cs.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+			return err
 		}
-		c.Spec.ID = "another-uid"
-		_, err = cs.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
-		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.id") {
-			t.Fatalf("want Invalid naming spec.id, got %v", err)
+		refused := func(what string, err error) {
+			t.Helper()
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.id") {
+				t.Errorf("%s: want Invalid naming spec.id, got %v", what, err)
+			}
 		}
+		refused("changed", setID("member1", "another-uid"))
+		// Cleared then set again would let anyone who may write the spec
+		// re-point the Cluster at another member.
+		refused("cleared", setID("member1", ""))
+		// member2 was created without an id: the agent sets it once.
+		if err := setID("member2", "1a2b3c4d-0000-0000-0000-000000000002"); err != nil {
+			t.Errorf("setting an empty spec.id once: %v", err)
+		}
+		refused("changed after being set once", setID("member2", "1a2b3c4d-0000-0000-0000-000000000099"))
+		refused("cleared after being set once", setID("member2", ""))
 	})
 
 	t.Run("defaults", func(t *testing.T) {
@@ -398,5 +418,333 @@ func waitForAdmissionPolicy(t *testing.T, env *testenv.Env) {
 	})
 	if err != nil {
 		t.Fatalf("admission policy not enforced after 30s: %v", err)
+	}
+}
+
+// TestTemplateAuthorship: a tenant propagates only what they could create
+// themselves. A real RBAC-limited user (allowed resourcetemplates and
+// configmaps in team-a, nothing else) is refused, at create or when changing
+// the manifest, any cluster-scoped kind, any other namespace and any kind
+// they may not create; an admin's ClusterResourceTemplate passes; an identity
+// that only edits a template's metadata (the garbage collector, a label) is
+// not asked what it may create.
+func TestTemplateAuthorship(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	admin := versioned.NewForConfigOrDie(env.Config)
+	waitForAdmissionPolicy(t, env)
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(t, env, "team-a", "alice",
+		rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"}, Resources: []string{"resourcetemplates"}, Verbs: []string{"get", "create", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
+	alice := versioned.NewForConfigOrDie(env.UserConfig(t, "alice")).WorkV1alpha1().ResourceTemplates("team-a")
+
+	configMap := template("team-a", "settings", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings"},"data":{"a":"b"}}`)
+	// RBAC reaches the authorizer asynchronously: poll until alice's own
+	// ConfigMap passes, then everything below is decided by the policy.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := alice.Create(ctx, configMap, metav1.CreateOptions{})
+		if err != nil {
+			t.Logf("waiting for alice's RBAC: %v", err)
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("alice may create a ConfigMap in team-a, so a template holding one must pass: %v", err)
+	}
+
+	for _, c := range []struct {
+		name, manifest string
+		forbidden      bool // Forbidden (authorizer) rather than Invalid
+		want           []string
+	}{
+		{name: "a kind she may not create", forbidden: true,
+			manifest: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"}}`,
+			want:     []string{"spec.manifest.kind", `"deployments" in API group "apps" in namespace "team-a"`, "alice"}},
+		{name: "a ClusterRoleBinding", manifest: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"own-the-fleet"},
+"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","name":"alice"}]}`,
+			want: []string{"spec.manifest.kind", `"ClusterRoleBinding"`, "cluster-scoped"}},
+		{name: "a cluster-scoped kind spelled in lower case", manifest: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"clusterrolebinding","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "a Namespace", manifest: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "a CRD", manifest: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x.example.com"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "a webhook", manifest: `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "a ConfigMap of another namespace", manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"team-b"}}`,
+			want: []string{"spec.manifest.metadata.namespace", `"team-b"`}},
+		{name: "a ConfigMap of kube-system", manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"kube-system"}}`,
+			want: []string{"spec.manifest.metadata.namespace", `"kube-system"`}},
+		{name: "a Secret (same group as ConfigMap)", forbidden: true, manifest: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", `"secrets" in API group ""`}},
+		{name: "a ConfigMap under another group", forbidden: true, manifest: `{"apiVersion":"example.com/v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", `"configmaps" in API group "example.com"`}},
+	} {
+		t.Run("refused at create: "+c.name, func(t *testing.T) {
+			_, err := alice.Create(ctx, template("team-a", "bad", c.manifest), metav1.CreateOptions{})
+			checkRefused(t, err, c.forbidden, c.want...)
+		})
+		t.Run("refused as a change of the manifest: "+c.name, func(t *testing.T) {
+			cur, err := alice.Get(ctx, "settings", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Spec.Manifest.Raw = []byte(c.manifest)
+			_, err = alice.Update(ctx, cur, metav1.UpdateOptions{})
+			checkRefused(t, err, c.forbidden, c.want...)
+		})
+	}
+
+	t.Run("admin's ClusterResourceTemplate with a ClusterRoleBinding", func(t *testing.T) {
+		crt := &workv1alpha1.ClusterResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ops"},
+			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(
+				`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"ops"},
+"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"Group","name":"ops"}]}`)}}}}
+		if _, err := admin.WorkV1alpha1().ClusterResourceTemplates().Create(ctx, crt, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ClusterResourceTemplate by someone who may not create its kind cluster-wide", func(t *testing.T) {
+		// A mistaken grant of clusterresourcetemplates is not a grant of
+		// everything a ClusterResourceTemplate could hold.
+		grantClusterWide(t, env, "bob", rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"}, Resources: []string{"clusterresourcetemplates"}, Verbs: []string{"create"}})
+		bob := versioned.NewForConfigOrDie(env.UserConfig(t, "bob")).WorkV1alpha1().ClusterResourceTemplates()
+		crt := &workv1alpha1.ClusterResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "bob-admin"},
+			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(
+				`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"bob-admin"}}`)}}}}
+		var err error
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err = bob.Create(ctx, crt, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return !apierrors.IsForbidden(err) || strings.Contains(err.Error(), "spec.manifest.kind"), nil
+		})
+		checkRefused(t, err, true, "spec.manifest.kind", `"clusterrolebindings" in API group "rbac.authorization.k8s.io" cluster-wide`)
+	})
+
+	t.Run("the resource is guessed from the kind as client-go guesses it", func(t *testing.T) {
+		// Grant exactly meta.UnsafeGuessKindToResource's plural: accepted,
+		// so the policy's guess is the same (Gateway's wrong "gatewaies"
+		// included: a wrong guess is refused unless that name is granted).
+		kinds := []schema.GroupVersionKind{
+			{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"},
+			{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+			{Version: "v1", Kind: "Endpoints"},
+			{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+			{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"},
+			{Group: "example.com", Version: "v1", Kind: "Status"},
+		}
+		var rules []rbacv1.PolicyRule
+		for _, gvk := range kinds {
+			plural, _ := meta.UnsafeGuessKindToResource(gvk)
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{gvk.Group}, Resources: []string{plural.Resource}, Verbs: []string{"create"}})
+		}
+		grant(t, env, "team-b", "carol", append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"}, Resources: []string{"resourcetemplates"}, Verbs: []string{"create"}})...)
+		carol := versioned.NewForConfigOrDie(env.UserConfig(t, "carol")).WorkV1alpha1().ResourceTemplates("team-b")
+		for _, gvk := range kinds {
+			apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
+			rt := template("team-b", strings.ToLower(kind), `{"apiVersion":"`+apiVersion+`","kind":"`+kind+`","metadata":{"name":"x"}}`)
+			var err error
+			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err = carol.Create(ctx, rt, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err == nil, nil
+			})
+			if err != nil {
+				t.Errorf("%s: granted create on the guessed resource, still refused: %v", gvk, err)
+			}
+		}
+		_, err := carol.Create(ctx, template("team-b", "deploy", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"}}`), metav1.CreateOptions{})
+		checkRefused(t, err, true, `"deployments" in API group "apps"`)
+	})
+
+	t.Run("metadata-only updates are not asked about the manifest", func(t *testing.T) {
+		// The admin puts a Deployment in team-a. The hub's identity (and the
+		// garbage collector) may not create Deployments there, yet must be
+		// able to change the template's labels and finalizers.
+		rt, err := admin.WorkV1alpha1().ResourceTemplates("team-a").Create(ctx,
+			template("team-a", "web", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"}}`), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hubUser := "system:serviceaccount:flotilla-system:flotilla-hub"
+		grant(t, env, "team-a", hubUser, rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"},
+			Resources: []string{"resourcetemplates"}, Verbs: []string{"get", "update"}})
+		hub := versioned.NewForConfigOrDie(env.UserConfig(t, hubUser)).WorkV1alpha1().ResourceTemplates("team-a")
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cur, err := hub.Get(ctx, rt.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			cur.Labels = map[string]string{"seen-by": "hub"}
+			cur.Finalizers = []string{"example.com/hold"}
+			_, err = hub.Update(ctx, cur, metav1.UpdateOptions{})
+			if err != nil {
+				t.Logf("hub identity update: %v", err)
+			}
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("an identity that may not create Deployments could not change a template's labels and finalizers: %v", err)
+		}
+		// The same identity changing the manifest is refused.
+		cur, err := hub.Get(ctx, rt.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Finalizers = nil
+		cur.Spec.Manifest.Raw = []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","labels":{"x":"y"}}}`)
+		_, err = hub.Update(ctx, cur, metav1.UpdateOptions{})
+		checkRefused(t, err, true, `"deployments" in API group "apps" in namespace "team-a"`)
+	})
+}
+
+// TestAgentMayOnlyReleaseItsWorks: the agent identity's RBAC update on works
+// exists to remove the execution finalizer; flotilla-agent-work-scope keeps
+// it to that.
+func TestAgentMayOnlyReleaseItsWorks(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	admin := versioned.NewForConfigOrDie(env.Config)
+	ns := "flotilla-es-member1"
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agentUser := "system:serviceaccount:" + ns + ":flotilla-agent"
+	// The Role the hub gives an agent (pkg/hub/clusterlifecycle).
+	grant(t, env, ns, agentUser,
+		rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"}, Resources: []string{"works"}, Verbs: []string{"get", "list", "watch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"work.flotilla.io"}, Resources: []string{"works/status"}, Verbs: []string{"update", "patch"}})
+	agent := versioned.NewForConfigOrDie(env.UserConfig(t, agentUser)).WorkV1alpha1().Works(ns)
+	work := &workv1alpha1.Work{
+		ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{"work.flotilla.io/binding-uid": "u1"},
+			Annotations: map[string]string{"work.flotilla.io/cluster": "member1"},
+			Finalizers:  []string{workv1alpha1.ExecutionFinalizer, "example.com/other"}},
+		Spec: workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"default"}}`)}}}}},
+	}
+	if _, err := admin.WorkV1alpha1().Works(ns).Create(ctx, work, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	change := func(f func(*workv1alpha1.Work), dryRun bool) error {
+		w, err := agent.Get(ctx, "w", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		f(w)
+		opts := metav1.UpdateOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = agent.Update(ctx, w, opts)
+		return err
+	}
+	editSpec := func(w *workv1alpha1.Work) {
+		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"kube-system"}}`)
+	}
+	// RBAC and the policy take effect asynchronously: poll until refused.
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		err = change(editSpec, true)
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "flotilla-agent-work-scope"), nil
+	})
+	for what, f := range map[string]func(*workv1alpha1.Work){
+		"edit the spec":   editSpec,
+		"suspend it":      func(w *workv1alpha1.Work) { w.Spec.SuspendDispatching = ptr.To(true) },
+		"relabel it":      func(w *workv1alpha1.Work) { w.Labels["work.flotilla.io/binding-uid"] = "u2" },
+		"drop its labels": func(w *workv1alpha1.Work) { w.Labels = nil },
+		"annotate it":     func(w *workv1alpha1.Work) { w.Annotations["x"] = "y" },
+		"add an owner": func(w *workv1alpha1.Work) {
+			w.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+		},
+		"add a finalizer":                  func(w *workv1alpha1.Work) { w.Finalizers = append(w.Finalizers, "example.com/mine") },
+		"remove another finalizer":         func(w *workv1alpha1.Work) { w.Finalizers = []string{workv1alpha1.ExecutionFinalizer} },
+		"swap the execution finalizer out": func(w *workv1alpha1.Work) { w.Finalizers = []string{"example.com/other", "example.com/mine"} },
+	} {
+		if err := change(f, false); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "flotilla-agent-work-scope") {
+			t.Errorf("the agent may not %s: want Forbidden by flotilla-agent-work-scope, got %v", what, err)
+		}
+	}
+
+	w, err := agent.Get(ctx, "w", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Status.Conditions = []metav1.Condition{{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue, Reason: "Applied",
+		LastTransitionTime: metav1.Now(), ObservedGeneration: w.Generation}}
+	if _, err := agent.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the agent reports status: %v", err)
+	}
+	if err := change(func(w *workv1alpha1.Work) {
+		w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })
+	}, false); err != nil {
+		t.Errorf("the agent releases its Work by removing %s: %v", workv1alpha1.ExecutionFinalizer, err)
+	}
+	got, err := admin.WorkV1alpha1().Works(ns).Get(ctx, "w", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Finalizers, []string{"example.com/other"}) || got.Labels["work.flotilla.io/binding-uid"] != "u1" || string(got.Spec.Workload.Manifests[0].Raw) != string(work.Spec.Workload.Manifests[0].Raw) {
+		t.Errorf("after the agent's edits the Work is %+v %s, want only the execution finalizer gone", got.ObjectMeta, got.Spec.Workload.Manifests[0].Raw)
+	}
+	// Not an agent: the hub (here the admin) still edits its Works.
+	got.Spec.SuspendDispatching = ptr.To(true)
+	if _, err := admin.WorkV1alpha1().Works(ns).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the policy must not match other identities: %v", err)
+	}
+}
+
+func template(ns, name, manifest string) *workv1alpha1.ResourceTemplate {
+	return &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(manifest)}}}}
+}
+
+// grant gives user the rules in ns (a Role and a RoleBinding named after it).
+func grant(t *testing.T, env *testenv.Env, ns, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	name := "test:" + strings.ReplaceAll(user, ":", "-")
+	if _, err := env.Kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// grantClusterWide gives user the rules everywhere.
+func grantClusterWide(t *testing.T, env *testenv.Env, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	name := "test:" + user
+	if _, err := env.Kube.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRefused: err is Forbidden (the author may not create the kind) or
+// Invalid (the template may not hold it), and names every want.
+func checkRefused(t *testing.T, err error, forbidden bool, want ...string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Fatalf("accepted; want refused naming %q", want)
+	case forbidden && !apierrors.IsForbidden(err), !forbidden && !apierrors.IsInvalid(err):
+		t.Fatalf("want Forbidden=%v / Invalid=%v, got %v", forbidden, !forbidden, err)
+	}
+	t.Logf("refused: %v", err)
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not mention %q:\n%v", w, err)
+		}
 	}
 }
