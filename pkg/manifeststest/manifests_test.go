@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,7 +39,8 @@ const (
 	hubDNSKustomization     = "kustomize/hub-dns-traffic"
 	agentOverlayGlob        = "kustomize/agent/overlays/*/kustomization.yaml"
 	hubDeploymentName       = "flotilla-hub"
-	agentDaemonSetName      = "flotilla-agent"
+	agentDeploymentName     = "flotilla-agent"
+	dnsProbeDaemonSetName   = "flotilla-dns-probe"
 	agentOverlayForClusters = "member1"
 )
 
@@ -61,6 +63,12 @@ var (
 		validate: func(args []string) error {
 			opts := agentapp.NewOptions()
 			return parseAndValidate(args, opts.AddFlags, opts.Validate)
+		}}
+	// The agent's probe-only mode, a subcommand of the same binary.
+	dnsProbe = binary{name: "agent dns-probe", command: []string{"/agent", "dns-probe"}, newCmd: agentapp.NewDNSProbeCommand,
+		validate: func(args []string) error {
+			opts := agentapp.NewOptions()
+			return parseAndValidate(args, opts.AddDNSProbeFlags, opts.ValidateDNSProbe)
 		}}
 )
 
@@ -105,30 +113,161 @@ func TestHubDeploymentFlagsAndPorts(t *testing.T) {
 	}
 }
 
-func TestAgentDaemonSetFlagsAndPorts(t *testing.T) {
-	overlays := agentOverlays(t)
-	for _, dir := range overlays {
+// The leader-capable pods: a Deployment of at least two replicas on distinct
+// nodes, leader-elected, the only pods with the hub kubeconfig (and the works
+// role, TestAgentRBACCoversItsOwnWork), not probing DNS themselves (the
+// DaemonSet does: one writer per verdict Lease).
+func TestAgentDeploymentFlagsAndPorts(t *testing.T) {
+	for _, dir := range agentOverlays(t) {
 		t.Run(dir, func(t *testing.T) {
 			objs := render(t, dir)
-			ds := &appsv1.DaemonSet{}
-			get(t, objs, "DaemonSet", agentDaemonSetName, ds)
-			c := onlyContainer(t, &ds.Spec.Template.Spec)
-			flags := checkContainer(t, agent, c, ds.Namespace)
+			d := &appsv1.Deployment{}
+			get(t, objs, "Deployment", agentDeploymentName, d)
+			pod := &d.Spec.Template.Spec
+			c := onlyContainer(t, pod)
+			flags := checkContainer(t, agent, c, d.Namespace)
 			checkProbes(t, c, flags)
-			checkHardened(t, &ds.Spec.Template.Spec, c)
+			checkHardened(t, pod, c)
 			// The overlay's name is the cluster's name.
 			if want, got := filepath.Base(dir), flags.Lookup("cluster-name").Value.String(); got != want {
 				t.Errorf("overlay %s sets --cluster-name=%q, want %q", dir, got, want)
 			}
-			// Every node runs a probe.
-			if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool {
-				return tol.Operator == corev1.TolerationOpExists && tol.Key == "" && tol.Effect == ""
-			}) {
-				t.Errorf("agent DaemonSet does not tolerate every taint (operator: Exists)")
+			if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+				t.Errorf("agent Deployment: want at least 2 replicas (a standby), got %v", d.Spec.Replicas)
+			}
+			if v := flags.Lookup("leader-elect").Value.String(); v != "true" {
+				t.Errorf("agent Deployment runs several replicas with --leader-elect=%s", v)
+			}
+			if v := flags.Lookup("dns-probe").Value.String(); v != "false" {
+				t.Errorf("agent Deployment runs with --dns-probe=%s: its node's verdict Lease would have two writers (the DaemonSet probes every node)", v)
+			}
+			// Never two on one node, and a rollout that a member with as many
+			// nodes as replicas can carry out (no surge pod to place).
+			aa := pod.Affinity
+			if aa == nil || aa.PodAntiAffinity == nil || !slices.ContainsFunc(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+				func(term corev1.PodAffinityTerm) bool {
+					return term.TopologyKey == corev1.LabelHostname && term.LabelSelector != nil &&
+						labelsMatch(term.LabelSelector.MatchLabels, d.Spec.Template.Labels)
+				}) {
+				t.Errorf("agent Deployment: no required pod anti-affinity on %s selecting its own pods", corev1.LabelHostname)
+			}
+			if st := d.Spec.Strategy; st.RollingUpdate == nil || st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxSurge.IntValue() != 0 {
+				t.Errorf("agent Deployment: want maxSurge 0 (a surge pod cannot be placed next to its anti-affine siblings), got %+v", st)
+			}
+			// Only the apiserver's default not-ready/unreachable tolerations.
+			if len(pod.Tolerations) > 0 {
+				t.Errorf("agent Deployment tolerates %v: it should get only the default not-ready/unreachable tolerations", pod.Tolerations)
+			}
+			pdb := &policyv1.PodDisruptionBudget{}
+			get(t, objs, "PodDisruptionBudget", agentDeploymentName, pdb)
+			if pdb.Namespace != d.Namespace || pdb.Spec.Selector == nil || !labelsMatch(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+				t.Errorf("PodDisruptionBudget %s/%s does not select the agent pods", pdb.Namespace, pdb.Name)
 			}
 			// --hub-kubeconfig is a file in a mounted Secret the overlay generates.
-			checkHubKubeconfigMount(t, objs, &ds.Spec.Template.Spec, c, flags.Lookup("hub-kubeconfig").Value.String())
+			checkHubKubeconfigMount(t, objs, pod, c, flags.Lookup("hub-kubeconfig").Value.String())
 		})
+	}
+}
+
+// dnsProbeTolerations are the taints the DNS probe DaemonSet tolerates,
+// exactly (docs/agent.md, "Where the pods run"): control-plane nodes and the
+// node-condition taints the DaemonSet controller adds to every DaemonSet pod
+// anyway. Not "operator: Exists" without a key (every taint).
+var dnsProbeTolerations = []corev1.Toleration{
+	{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// The per-node DNS probe: `agent dns-probe` with valid flags, publishing
+// where the leader reads, under its own ServiceAccount, with no Secret
+// mounted (its only credential is its pod-bound token) and exactly the
+// documented tolerations.
+func TestDNSProbeDaemonSet(t *testing.T) {
+	for _, dir := range agentOverlays(t) {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			ds := &appsv1.DaemonSet{}
+			get(t, objs, "DaemonSet", dnsProbeDaemonSetName, ds)
+			pod := &ds.Spec.Template.Spec
+			c := onlyContainer(t, pod)
+			flags := checkContainer(t, dnsProbe, c, ds.Namespace)
+			checkProbes(t, c, flags)
+			checkHardened(t, pod, c)
+
+			d := &appsv1.Deployment{}
+			get(t, objs, "Deployment", agentDeploymentName, d)
+			leader := onlyContainer(t, &d.Spec.Template.Spec)
+			leaderFlags := agent.newCmd().Flags()
+			if err := leaderFlags.Parse(expandArgs(t, leader, d.Namespace)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := flags.Lookup("namespace").Value.String(), leaderFlags.Lookup("leader-elect-resource-namespace").Value.String(); got != want {
+				t.Errorf("the probe writes verdicts in %q, the leader reads them in %q", got, want)
+			}
+			for _, f := range []string{"cluster-domain", "dns-stale-threshold"} {
+				if got, want := flags.Lookup(f).Value.String(), leaderFlags.Lookup(f).Value.String(); got != want {
+					t.Errorf("--%s: the probe uses %q, the leader %q", f, got, want)
+				}
+			}
+
+			if sa := pod.ServiceAccountName; sa != dnsProbeDaemonSetName || sa == d.Spec.Template.Spec.ServiceAccountName {
+				t.Errorf("DNS probe runs as ServiceAccount %q, want its own %q", sa, dnsProbeDaemonSetName)
+			}
+			// No Secret of any kind: neither the hub kubeconfig nor another.
+			for _, v := range pod.Volumes {
+				if v.Secret != nil {
+					t.Errorf("DNS probe mounts Secret %s (volume %s)", v.Secret.SecretName, v.Name)
+				}
+				if v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.Secret != nil }) {
+					t.Errorf("DNS probe mounts a Secret through projected volume %s", v.Name)
+				}
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					t.Errorf("DNS probe reads Secret %s into $%s", e.ValueFrom.SecretKeyRef.Name, e.Name)
+				}
+			}
+			for _, e := range c.EnvFrom {
+				if e.SecretRef != nil {
+					t.Errorf("DNS probe reads Secret %s into its environment", e.SecretRef.Name)
+				}
+			}
+			if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+				t.Errorf("DNS probe shares the host's namespaces")
+			}
+			if !slices.EqualFunc(pod.Tolerations, dnsProbeTolerations, func(a, b corev1.Toleration) bool {
+				return a.Key == b.Key && a.Operator == b.Operator && a.Effect == b.Effect && a.Value == b.Value && a.TolerationSeconds == nil
+			}) {
+				t.Errorf("DNS probe tolerations:\n got %v\nwant %v (docs/agent.md)", pod.Tolerations, dnsProbeTolerations)
+			}
+		})
+	}
+}
+
+// Kustomize stamps a namespace on kinds it does not know to be
+// cluster-scoped (ValidatingAdmissionPolicy); the apiserver would drop it,
+// but a rendered manifest should say what is applied.
+func TestAgentClusterScopedObjectsHaveNoNamespace(t *testing.T) {
+	objs := render(t, filepath.Join("kustomize/agent/overlays", agentOverlayForClusters))
+	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if slices.Contains(clusterScoped, o.GetKind()) {
+			seen[o.GetKind()] = true
+			if o.GetNamespace() != "" {
+				t.Errorf("%s %s has namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
+			}
+		}
+	}
+	for _, kind := range clusterScoped {
+		if !seen[kind] {
+			t.Errorf("no %s rendered", kind)
+		}
 	}
 }
 
@@ -142,9 +281,7 @@ func TestHubRBACCoversWhatItGrantsAgents(t *testing.T) {
 	const cluster = "member1"
 	ns := clusterlifecycle.Namespace(cluster)
 	granted := append(clusterlifecycle.AgentNamespaceRules(cluster), clusterlifecycle.AgentClusterRules(cluster)...)
-	// The events Role in "default" (clusterlifecycle.ensure).
-	granted = append(granted, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}})
-	for _, where := range []string{ns, "default"} {
+	for _, where := range []string{ns} {
 		if ok, missing := rbacvalidation.Covers(boundRules(t, objs, d.Namespace, sa, where), granted); !ok {
 			t.Errorf("the hub (ServiceAccount %s/%s) cannot grant agents in %q what clusterlifecycle grants them; missing: %v",
 				d.Namespace, sa, where, missing)
@@ -167,23 +304,57 @@ func TestHubRBACCoversWhatItGrantsAgents(t *testing.T) {
 // deliberately broad; see manifests/agent/rbac.yaml).
 func TestAgentRBACCoversItsOwnWork(t *testing.T) {
 	objs := render(t, filepath.Join("kustomize/agent/overlays", agentOverlayForClusters))
-	ds := &appsv1.DaemonSet{}
-	get(t, objs, "DaemonSet", agentDaemonSetName, ds)
-	sa := ds.Spec.Template.Spec.ServiceAccountName
+	d := &appsv1.Deployment{}
+	get(t, objs, "Deployment", agentDeploymentName, d)
+	sa := d.Spec.Template.Spec.ServiceAccountName
 	for where, rules := range map[string][]rbacv1.PolicyRule{
 		// Leader election and the nodes' DNS verdicts (read by an informer).
-		ds.Namespace: {{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}}},
+		d.Namespace: {{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}}},
 		// Node and resource summaries, the identity check, Works' namespaces.
-		"": {
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-		},
+		"": agentMemberRules,
 	} {
-		if ok, missing := rbacvalidation.Covers(boundRules(t, objs, ds.Namespace, sa, where), rules); !ok {
-			t.Errorf("the agent (ServiceAccount %s/%s) lacks in %q: %v", ds.Namespace, sa, where, missing)
+		if ok, missing := rbacvalidation.Covers(boundRules(t, objs, d.Namespace, sa, where), rules); !ok {
+			t.Errorf("the agent (ServiceAccount %s/%s) lacks in %q: %v", d.Namespace, sa, where, missing)
+		}
+	}
+}
+
+// agentMemberRules are a sample of what the leader needs member-wide,
+// including the write role that only the leader-capable pods may hold.
+var agentMemberRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+}
+
+// The DNS probe's ServiceAccount holds exactly what `agent dns-probe` uses:
+// no Secrets, no workloads, no list of Leases, no delete, nothing of the
+// agent's member-wide role.
+func TestDNSProbeRBACIsOnlyItsVerdict(t *testing.T) {
+	objs := render(t, filepath.Join("kustomize/agent/overlays", agentOverlayForClusters))
+	ds := &appsv1.DaemonSet{}
+	get(t, objs, "DaemonSet", dnsProbeDaemonSetName, ds)
+	sa := ds.Spec.Template.Spec.ServiceAccountName
+	inNamespace := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}
+	clusterWide := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+	for where, needs := range map[string][]rbacv1.PolicyRule{
+		ds.Namespace: append(slices.Clone(inNamespace), clusterWide...),
+		"":           clusterWide,
+		"default":    clusterWide,
+	} {
+		held := boundRules(t, objs, ds.Namespace, sa, where)
+		if ok, missing := rbacvalidation.Covers(held, needs); !ok {
+			t.Errorf("the DNS probe (ServiceAccount %s/%s) lacks in %q: %v", ds.Namespace, sa, where, missing)
+		}
+		if ok, extra := rbacvalidation.Covers(needs, held); !ok {
+			t.Errorf("the DNS probe (ServiceAccount %s/%s) holds more than it needs in %q: %v", ds.Namespace, sa, where, extra)
+		}
+	}
+	for _, rule := range append(agentMemberRules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}) {
+		if ok, _ := rbacvalidation.Covers(boundRules(t, objs, ds.Namespace, sa, ds.Namespace), []rbacv1.PolicyRule{rule}); ok {
+			t.Errorf("the DNS probe holds %v", rule)
 		}
 	}
 }
@@ -434,6 +605,19 @@ func containerPort(t *testing.T, c *corev1.Container, port intstr.IntOrString, p
 	}
 	t.Errorf("container %s declares no %s port %s", c.Name, protocol, port.String())
 	return -1
+}
+
+// labelsMatch: selector is not empty and every label of it is on the pods.
+func labelsMatch(selector, podLabels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if podLabels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func onlyContainer(t *testing.T, pod *corev1.PodSpec) *corev1.Container {
