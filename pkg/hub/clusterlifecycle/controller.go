@@ -228,10 +228,12 @@ func applyRole(ctx context.Context, kube kubernetes.Interface, role *rbacv1.Role
 
 // AgentNamespaceRules are what a cluster's agent may do in its namespace:
 // renew its Lease, read and finish its Works, report their status, record
-// events. Nothing else.
+// events, and renew its own hub token (TokenRequest for its own
+// ServiceAccount only, pkg/agent/hubtoken). Nothing else.
 func AgentNamespaceRules(cluster string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{cluster}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
 		{APIGroups: []string{workv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"works"}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{workv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"works/status"}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

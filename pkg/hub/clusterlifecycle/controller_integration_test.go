@@ -108,6 +108,9 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			return err
 		},
 		"list its Works": func() error { _, err := agent.WorkV1alpha1().Works(ns1).List(ctx, metav1.ListOptions{}); return err },
+		"renew its own hub token": func() error {
+			return requestToken(kube, ns1, clusterlifecycle.AgentServiceAccount)
+		},
 		"finish its Work": func() error {
 			w, err := agent.WorkV1alpha1().Works(ns1).Get(ctx, "w", metav1.GetOptions{})
 			if err != nil {
@@ -155,6 +158,16 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 		},
 		"list Clusters": func() error { _, err := agent.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{}); return err },
 		"read Secrets":  func() error { _, err := kube.CoreV1().Secrets(ns1).List(ctx, metav1.ListOptions{}); return err },
+		"request a token for member2's agent": func() error {
+			return requestToken(kube, ns2, clusterlifecycle.AgentServiceAccount)
+		},
+		"request a token for another ServiceAccount of its namespace": func() error {
+			if _, err := env.Kube.CoreV1().ServiceAccounts(ns1).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+				metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			return requestToken(kube, ns1, "other")
+		},
 		"create Works": func() error {
 			_, err := agent.WorkV1alpha1().Works(ns1).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 			return err
