@@ -123,7 +123,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ClusterStatusUpdateFrequency, "cluster-status-update-frequency", o.ClusterStatusUpdateFrequency, "How often the leader probes the member apiserver and reconciles the Cluster status (written only when it changes).")
 	fs.DurationVar(&o.ClusterLeaseDuration, "cluster-lease-duration", o.ClusterLeaseDuration, "leaseDurationSeconds written into the cluster's Lease on the hub.")
 	fs.Float64Var(&o.ClusterLeaseRenewIntervalFraction, "cluster-lease-renew-interval-fraction", o.ClusterLeaseRenewIntervalFraction, "The Lease is renewed every cluster-lease-duration times this fraction.")
-	fs.DurationVar(&o.ClusterFailureThreshold, "cluster-failure-threshold", o.ClusterFailureThreshold, "How long the member apiserver must fail before Ready turns False.")
+	fs.DurationVar(&o.ClusterFailureThreshold, "cluster-failure-threshold", o.ClusterFailureThreshold, "How long the member apiserver must fail before Ready turns False. Must be longer than --leader-elect-lease-duration, so a leader cut off from the member alone steps down before it could report an outage.")
 	fs.DurationVar(&o.ClusterSuccessThreshold, "cluster-success-threshold", o.ClusterSuccessThreshold, "How long the member apiserver must succeed before Ready turns True again.")
 
 	fs.BoolVar(&o.DNSProbe, "dns-probe", o.DNSProbe, "Probe in-cluster DNS from this pod's node and publish the node's verdict. Set false when the flotilla-dns-probe DaemonSet (agent dns-probe) covers every node, so each verdict Lease has one writer.")
@@ -179,6 +179,13 @@ func (o *Options) Validate() error {
 		if d < 0 {
 			add("%s must not be negative", name)
 		}
+	}
+	// One writer per member: a leader cut off from its member apiserver
+	// steps down within the election lease; it must do so before its own
+	// failure threshold could make it report an outage the other pods may
+	// not see.
+	if o.LeaderElection.LeaderElect && o.ClusterFailureThreshold >= 0 && o.ClusterFailureThreshold <= o.LeaderElection.LeaseDuration {
+		add("--cluster-failure-threshold (%s) must be longer than --leader-elect-lease-duration (%s)", o.ClusterFailureThreshold, o.LeaderElection.LeaseDuration)
 	}
 	if o.ClusterLeaseDuration < time.Second {
 		add("--cluster-lease-duration must be at least 1s")

@@ -112,7 +112,9 @@ func (f *fleet) fastOptions(node string) *app.Options {
 	o.LeaderElection.LeaseDuration, o.LeaderElection.RenewDeadline, o.LeaderElection.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	o.ClusterStatusUpdateFrequency = 200 * time.Millisecond
 	o.ClusterLeaseDuration = 2 * time.Second
-	o.ClusterFailureThreshold, o.ClusterSuccessThreshold = time.Second, time.Second
+	// The failure threshold outlasts the election lease (Validate insists):
+	// a leader cut off from the member steps down before it could report.
+	o.ClusterFailureThreshold, o.ClusterSuccessThreshold = 4*time.Second, time.Second
 	o.DNSDetectPeriod, o.DNSStaleThreshold = 100*time.Millisecond, 2*time.Second
 	o.DNSFailureThreshold, o.DNSSuccessThreshold = time.Second, time.Second
 	o.DNSServer = f.dnsServer

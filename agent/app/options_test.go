@@ -38,8 +38,20 @@ func TestOptionsValidate(t *testing.T) {
 		{"stale threshold exactly twice the detect period", func(o *app.Options) {
 			o.DNSDetectPeriod, o.DNSStaleThreshold = 5*time.Second, 10*time.Second
 		}, nil},
-		{"zero thresholds (no damping) are allowed", func(o *app.Options) {
+		{"zero thresholds (no damping) are allowed for a single agent", func(o *app.Options) {
+			o.LeaderElection.LeaderElect = false
 			o.ClusterFailureThreshold, o.ClusterSuccessThreshold, o.DNSFailureThreshold, o.DNSSuccessThreshold = 0, 0, 0, 0
+		}, nil},
+		// One writer per member: a leader cut off from the member alone
+		// must step down (within the election lease) before its failure
+		// threshold could make it report an outage others do not see.
+		{"cluster failure threshold equal to the election lease", func(o *app.Options) {
+			o.ClusterFailureThreshold = o.LeaderElection.LeaseDuration
+		}, []string{"--cluster-failure-threshold (15s) must be longer than --leader-elect-lease-duration (15s)"}},
+		{"zero cluster failure threshold with leader election", func(o *app.Options) { o.ClusterFailureThreshold = 0 },
+			[]string{"--cluster-failure-threshold (0s) must be longer than --leader-elect-lease-duration"}},
+		{"cluster failure threshold just past the election lease", func(o *app.Options) {
+			o.ClusterFailureThreshold = o.LeaderElection.LeaseDuration + time.Second
 		}, nil},
 		{"negative cluster failure threshold", func(o *app.Options) { o.ClusterFailureThreshold = -time.Second },
 			[]string{"--cluster-failure-threshold must not be negative"}},

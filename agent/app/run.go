@@ -132,11 +132,22 @@ func Run(ctx context.Context, opts *Options) error {
 		go runner.Run(ctx)
 	}
 
+	// Every pod watches the hub Lease from its start (one writer per member):
+	// none takes the lead while another agent renews it, and a leader that
+	// sees one steps down.
+	renewInterval := time.Duration(float64(opts.ClusterLeaseDuration) * opts.ClusterLeaseRenewIntervalFraction)
+	hubLeasePeriod, hubLeaseWindow := lease.DefaultObserverTiming(renewInterval)
+	hubLease := lease.NewObserver(hubKube, lease.ObserverOptions{
+		Cluster: opts.ClusterName, Self: identity, Period: hubLeasePeriod, Window: hubLeaseWindow, Metrics: m,
+	})
+	go hubLease.Run(ctx)
+
 	lead := func(ctx context.Context) {
-		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, hubKube, hubFlotilla, quorum, m)
+		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, hubKube, hubFlotilla, quorum, m, hubLease)
 	}
 	electErr := leader.Run(ctx, electionClient, leader.Options{
 		LeaderElectionOptions: opts.LeaderElection, Identity: identity, Metrics: m, Watchdog: watchdog,
+		Fence: hubLease.Check, FenceReady: hubLease.WaitPolled,
 	}, lead)
 	cancel()
 	if err := <-serveErr; err != nil {
@@ -152,7 +163,7 @@ func Run(ctx context.Context, opts *Options) error {
 // runLeader is the hub-facing half of the agent, run only by the leader and
 // stopped the moment leadership is lost (ctx).
 func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, memberMetadata metadata.Interface, hubKube kubernetes.Interface,
-	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics) {
+	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics, hubLease *lease.Observer) {
 	// Member informers: nodes and unfinished pods (stripped to what the
 	// resource summary reads) and the nodes' DNS verdicts.
 	factory := informers.NewSharedInformerFactoryWithOptions(member, 0,
@@ -208,11 +219,19 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		ClusterName: opts.ClusterName, Period: opts.ClusterStatusUpdateFrequency,
 		SuccessThreshold: opts.ClusterSuccessThreshold, FailureThreshold: opts.ClusterFailureThreshold,
 		DNS: dnsCondition, Metrics: m, Recorder: recorder,
+		// A not-Ready status is written only after a fresh look at the hub
+		// Lease: it must never come from an agent another has replaced.
+		MayWrite: func(ctx context.Context, notReady bool) error {
+			if notReady {
+				return hubLease.CheckFresh(ctx)
+			}
+			return hubLease.Check()
+		},
 	})
 	heartbeat := lease.NewController(hubKube, lease.Options{
 		Cluster: opts.ClusterName, HolderIdentity: identity, LeaseDuration: opts.ClusterLeaseDuration,
 		RenewInterval: time.Duration(float64(opts.ClusterLeaseDuration) * opts.ClusterLeaseRenewIntervalFraction),
-		MayRenew:      gate.Verified, Metrics: m,
+		MayRenew:      gate.Verified, Observer: hubLease, Metrics: m,
 	})
 
 	done := make(chan struct{})

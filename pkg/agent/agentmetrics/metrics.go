@@ -21,6 +21,9 @@ const (
 type Metrics struct {
 	// Leader is 1 while this agent holds the member's leader lease.
 	Leader prometheus.Gauge
+	// LeaderStepDowns counts leaders that stopped speaking for the cluster
+	// on their own, by reason (pkg/agent/leader).
+	LeaderStepDowns *prometheus.CounterVec
 	// ProbeDuration is the latency of each probe.
 	ProbeDuration *prometheus.HistogramVec
 	// ProbeResults counts raw probe verdicts by reason, before damping.
@@ -60,6 +63,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "leader",
 			Help: "1 while this agent is the leader of its member cluster, else 0.",
 		}),
+		LeaderStepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "leader_step_downs_total",
+			Help: "Times this agent stopped leading on its own, by reason: MemberLeaseNotRenewed (no member Lease renewal within the renew deadline), HubLeaseHeldByOther (another agent renews the hub Lease).",
+		}, []string{"reason"}),
 		ProbeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "probe_duration_seconds",
 			Help:    "Latency of the agent's health probes.",
@@ -116,6 +123,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.HubTokenExpiration, m.HubTokenRenewals)
+	reg.MustRegister(m.LeaderStepDowns)
 	reg.MustRegister(m.WorkApplyDuration, m.WorkApplies, m.WorkStatusWrites, m.WorksInFlight)
 	reg.MustRegister(m.Leader, m.ProbeDuration, m.ProbeResults, m.Condition, m.LeaseRenewals,
 		m.HubRequestErrors, m.StatusWrites, m.DNSVerdicts)

@@ -98,6 +98,11 @@ type Options struct {
 	Metrics *agentmetrics.Metrics
 	// Recorder records events on the Cluster (in the cluster's hub namespace).
 	Recorder record.EventRecorder
+	// MayWrite, when set, is asked right before each write to the Cluster;
+	// an error skips the write (another agent speaks for the cluster).
+	// notReady is true for a status whose Ready is not True, which must not
+	// rest on a cached view.
+	MayWrite func(ctx context.Context, notReady bool) error
 }
 
 // Controller keeps the Cluster's status on the hub true to the member. The
@@ -115,6 +120,7 @@ type Controller struct {
 	getTracker, writeTracker *hubconn.Tracker
 	clusterID                string // kube-system namespace UID, once known
 	identityProblem          string // last identity complaint, for once-per-change events
+	fenced                   string // last MayWrite refusal, to log once per change
 }
 
 // NewController returns a Controller. nodes and pods are listers of started
@@ -202,10 +208,32 @@ func (c *Controller) seedTracker(cluster *clusterv1alpha1.Cluster) {
 	if cond == nil {
 		return
 	}
-	switch cond.Reason {
-	case clusterv1alpha1.ClusterReasonReady, clusterv1alpha1.ClusterReasonNotReady, clusterv1alpha1.ClusterReasonNotReachable:
+	switch {
+	case cond.Reason == clusterv1alpha1.ClusterReasonReady, cond.Reason == clusterv1alpha1.ClusterReasonNotReady,
+		cond.Reason == clusterv1alpha1.ClusterReasonNotReachable,
+		// The hub's Unknown (no agent renewed the Lease, e.g. through a
+		// member-wide outage in which nobody could lead): True again only
+		// after the success threshold, as from False.
+		cond.Status == metav1.ConditionUnknown:
 		c.tracker.Seed(health.Observation{Status: cond.Status, Reason: cond.Reason, Message: cond.Message})
 	}
+}
+
+// mayWrite asks Options.MayWrite, logging a refusal once per change.
+func (c *Controller) mayWrite(ctx context.Context, notReady bool) bool {
+	if c.opts.MayWrite == nil {
+		return true
+	}
+	err := c.opts.MayWrite(ctx, notReady)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != c.fenced && err != nil {
+		klog.FromContext(ctx).Info("Not writing the Cluster", "reason", err)
+	}
+	c.fenced = msg
+	return err == nil
 }
 
 // verifyIdentity checks spec.id against this member's kube-system UID,
@@ -230,6 +258,9 @@ func (c *Controller) verifyIdentity(ctx context.Context, cluster *clusterv1alpha
 		c.gate.Set(true)
 		return true
 	case "":
+		if !c.mayWrite(ctx, false) {
+			return false
+		}
 		updated := cluster.DeepCopy()
 		updated.Spec.ID = c.clusterID
 		wctx, cancel := context.WithTimeout(ctx, hubRequestTimeout)
@@ -297,6 +328,9 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 		c.inventory(ctx, status)
 	}
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
+		return
+	}
+	if !c.mayWrite(ctx, ready.Status != metav1.ConditionTrue) {
 		return
 	}
 	updated := cluster.DeepCopy()

@@ -3,103 +3,165 @@ package leader
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
-	"syscall"
 	"testing"
+	"time"
 
-	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const us = "agent-a"
 
-// fakeLock is a resourcelock.Interface whose writes return err.
-type fakeLock struct{ err error }
-
-func (f *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	return nil, nil, errors.New("not used")
-}
-func (f *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
-func (f *fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
-func (f *fakeLock) RecordEvent(string)                                              {}
-func (f *fakeLock) Identity() string                                                { return us }
-func (f *fakeLock) Describe() string                                                { return "fake" }
-
-func TestTolerantLock(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
-	conflict := apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "flotilla-agent", errors.New("modified"))
-	serverError := apierrors.NewInternalError(errors.New("etcd"))
-
-	type step struct {
-		create  bool   // Create, else Update
-		holder  string // HolderIdentity of the record written
-		err     error  // what the apiserver answers
-		swallow bool   // the lock returns nil although err is set
-	}
+func TestStepDown(t *testing.T) {
+	renewed := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	const deadline = 10 * time.Second
+	other := errors.New("agent-b renewed the hub Lease 1s ago")
 	cases := []struct {
 		name  string
-		steps []step
+		now   time.Time
+		fence error
+		want  string
 	}{
-		{"before holding, unreachable is an error", []step{
-			{holder: us, err: refused},
-		}},
-		{"after creating the Lease, unreachable and timeouts are renewals", []step{
-			{create: true, holder: us},
-			{holder: us, err: refused, swallow: true},
-			{holder: us, err: refused, swallow: true},
-			{holder: us, err: context.DeadlineExceeded, swallow: true},
-			{holder: us}, // reachable again
-			{holder: us, err: refused, swallow: true},
-		}},
-		{"a conflict ends the tolerance", []step{
-			{holder: us}, // took the Lease over with an update
-			{holder: us, err: refused, swallow: true},
-			{holder: us, err: conflict},
-			{holder: us, err: refused}, // no longer known to hold it
-		}},
-		{"a server error ends the tolerance", []step{
-			{create: true, holder: us},
-			{holder: us, err: serverError},
-			{holder: us, err: refused},
-		}},
-		{"a failed create holds nothing", []step{
-			{create: true, holder: us, err: refused},
-			{holder: us, err: refused},
-		}},
-		{"a record of another holder is never faked", []step{
-			{holder: us},
-			{holder: "agent-b", err: refused},
-		}},
-		{"releasing the Lease ends holding", []step{
-			{holder: us},
-			{holder: ""}, // ReleaseOnCancel writes an empty holder
-			{holder: us, err: refused},
-		}},
+		{"just renewed", renewed, nil, ""},
+		{"inside the renew deadline", renewed.Add(deadline - time.Millisecond), nil, ""},
+		// Bounded: however the renewals fail (unreachable, timeouts), a
+		// leader that has not renewed for the deadline stops.
+		{"at the renew deadline", renewed.Add(deadline), nil, ReasonMemberLeaseNotRenewed},
+		{"long past it", renewed.Add(time.Hour), nil, ReasonMemberLeaseNotRenewed},
+		{"another agent on the hub", renewed, other, ReasonHubLeaseHeldByOther},
+		{"both: the member Lease wins", renewed.Add(deadline), other, ReasonMemberLeaseNotRenewed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			inner := &fakeLock{}
-			lock := &tolerantLock{Interface: inner, logger: logr.Discard()}
-			for i, s := range tc.steps {
-				inner.err = s.err
-				ler := resourcelock.LeaderElectionRecord{HolderIdentity: s.holder}
-				var err error
-				if s.create {
-					err = lock.Create(context.Background(), ler)
-				} else {
-					err = lock.Update(context.Background(), ler)
-				}
-				want := s.err
-				if s.swallow {
-					want = nil
-				}
-				if !errors.Is(err, want) || (want == nil) != (err == nil) {
-					t.Fatalf("step %d: got %v, want %v", i, err, want)
-				}
+			if got := StepDown(tc.now, renewed, deadline, tc.fence); got != tc.want {
+				t.Errorf("StepDown = %q, want %q", got, tc.want)
 			}
 		})
+	}
+	if got := StepDown(renewed, time.Time{}, deadline, nil); got != ReasonMemberLeaseNotRenewed {
+		t.Errorf("StepDown without any renewal = %q, want %q", got, ReasonMemberLeaseNotRenewed)
+	}
+	// A clock that jumps backwards never extends leadership past what the
+	// renewal allowed: the comparison is against the renewal's own start.
+	if got := StepDown(renewed.Add(-time.Hour), renewed, deadline, nil); got != "" {
+		t.Errorf("StepDown before the renewal = %q, want keep leading", got)
+	}
+}
+
+// fakeLock is a resourcelock.Interface whose calls return err and count.
+type fakeLock struct {
+	err    error
+	record *resourcelock.LeaderElectionRecord
+	writes int
+	clock  *clocktesting.FakeClock
+	took   time.Duration // how long each write takes on clock
+}
+
+func (f *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	return f.record, nil, nil
+}
+func (f *fakeLock) Create(_ context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ler)
+}
+func (f *fakeLock) Update(_ context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ler)
+}
+func (f *fakeLock) write(ler resourcelock.LeaderElectionRecord) error {
+	f.writes++
+	f.clock.Step(f.took)
+	if f.err != nil {
+		return f.err
+	}
+	f.record = &ler
+	return nil
+}
+func (f *fakeLock) RecordEvent(string) {}
+func (f *fakeLock) Identity() string   { return us }
+func (f *fakeLock) Describe() string   { return "fake" }
+
+func TestRenewalLockRecordsTheStartOfSuccessfulRenewals(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	inner := &fakeLock{clock: clock, took: 3 * time.Second}
+	lock := &renewalLock{Interface: inner, clock: clock}
+	ctx := context.Background()
+
+	if !lock.renewedAt().IsZero() {
+		t.Fatal("a fresh lock claims a renewal")
+	}
+	start := clock.Now()
+	if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: us}); err != nil {
+		t.Fatal(err)
+	}
+	// The start, not the end: a slow write must not stretch leadership.
+	if got := lock.renewedAt(); !got.Equal(start) {
+		t.Fatalf("renewedAt = %v, want the write's start %v", got, start)
+	}
+
+	// Failed renewals (whatever the error) move nothing.
+	inner.err = errors.New("connection refused")
+	for range 3 {
+		_ = lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: us})
+	}
+	if got := lock.renewedAt(); !got.Equal(start) {
+		t.Fatalf("renewedAt after failures = %v, want %v", got, start)
+	}
+
+	// A release (empty holder) is not a renewal.
+	inner.err = nil
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lock.renewedAt(); !got.Equal(start) {
+		t.Fatalf("renewedAt after a release = %v, want %v", got, start)
+	}
+}
+
+func TestRenewalLockTakesTheLeaseOnlyWhenTheFenceIsClear(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	inner := &fakeLock{clock: clock, record: &resourcelock.LeaderElectionRecord{HolderIdentity: "agent-b"}}
+	var fenceErr error
+	lock := &renewalLock{Interface: inner, clock: clock, fence: func() error { return fenceErr }}
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: us}
+
+	// The elector reads the Lease (held by agent-b, expired) and tries to
+	// take it while agent-b still renews the hub Lease: refused, no write.
+	fenceErr = errors.New("agent-b renewed the hub Lease 1s ago")
+	if _, _, err := lock.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Update(ctx, mine); err == nil || !errors.Is(err, fenceErr) {
+		t.Fatalf("acquisition while fenced = %v, want the fence's error", err)
+	}
+	if err := lock.Create(ctx, mine); err == nil {
+		t.Fatal("create while fenced succeeded")
+	}
+	if inner.writes != 0 {
+		t.Fatalf("%d writes reached the apiserver while fenced", inner.writes)
+	}
+
+	// The hub went quiet: the Lease is taken.
+	fenceErr = nil
+	if err := lock.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	// Renewing is not taking: the term's own check decides about those,
+	// and a release always goes through (so the real leader is clear).
+	fenceErr = errors.New("agent-b again")
+	if err := lock.Update(ctx, mine); err != nil {
+		t.Fatalf("renewal while fenced = %v; the lock must not fail renewals (the term steps down itself)", err)
+	}
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatalf("release while fenced = %v", err)
+	}
+	// Released: taking it again is an acquisition, refused while fenced.
+	if err := lock.Update(ctx, mine); err == nil {
+		t.Fatal("re-acquisition after a release while fenced succeeded")
+	}
+	if inner.writes != 3 {
+		t.Fatalf("writes = %d, want 3 (take, renew, release)", inner.writes)
 	}
 }

@@ -5,10 +5,17 @@
 // The hub owns the Lease (it creates it with the cluster's namespace); the
 // agent only gets and updates it, so a missing Lease is reported and retried,
 // never created with the agent's narrow credentials.
+//
+// One writer per member: holderIdentity names the agent that renews. An
+// agent never takes the Lease over from another holder that this agent saw
+// renew recently (Observer: judged on this agent's clock, by when it saw the
+// Lease change), and it releases the Lease (empty holder, renewTime kept)
+// when it stops, so a successor need not wait.
 package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,6 +52,10 @@ type Options struct {
 	// MayRenew, when set, is asked before each renewal; false skips it (the
 	// agent has not verified that it works for this cluster).
 	MayRenew func() bool
+	// Observer, when set, is fed every version of the Lease this controller
+	// reads or writes, and a renewal that would take the Lease from another
+	// holder is refused while Observer.Check reports it active.
+	Observer *Observer
 	Clock    clock.Clock
 	Metrics  *agentmetrics.Metrics
 }
@@ -67,9 +78,10 @@ func NewController(client kubernetes.Interface, opts Options) *Controller {
 	return &Controller{client: client, opts: opts, tracker: hubconn.NewTracker("renew-lease", opts.Metrics)}
 }
 
-// Run renews the Lease every RenewInterval until ctx is done. A failed renewal
-// is retried with exponential backoff (1s doubling, capped at RenewInterval):
-// quick enough to keep a Lease fresh through a short hub blip, never a spin.
+// Run renews the Lease every RenewInterval until ctx is done, then releases
+// it. A failed renewal is retried with exponential backoff (1s doubling,
+// capped at RenewInterval): quick enough to keep a Lease fresh through a short
+// hub blip, never a spin.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(Namespace(c.opts.Cluster), c.opts.Cluster))
 	logger.Info("Renewing the cluster's Lease on the hub", "interval", c.opts.RenewInterval, "duration", c.opts.LeaseDuration)
@@ -79,9 +91,15 @@ func (c *Controller) Run(ctx context.Context) {
 		if c.opts.MayRenew == nil || c.opts.MayRenew() {
 			err := c.Renew(ctx)
 			if ctx.Err() != nil {
+				c.release(logger)
 				return
 			}
-			if c.tracker.Observe(logger, err) != "" {
+			var other *ErrOtherHolder
+			if errors.As(err, &other) {
+				// Not a hub failure: another agent speaks for the cluster
+				// (the leader steps down on the same evidence).
+				logger.Info("Not renewing the hub Lease", "reason", err)
+			} else if c.tracker.Observe(logger, err) != "" {
 				delay = backoff.Step()
 			} else {
 				backoff = c.newBackoff()
@@ -89,10 +107,33 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			c.release(logger)
 			return
 		case <-c.opts.Clock.After(delay):
 		}
 	}
+}
+
+// release clears holderIdentity if this agent's last write is still the
+// newest version (the update is conditional on its resourceVersion), so the
+// next leader sees nobody holding it and renews at once. renewTime stays: a
+// release is not a heartbeat.
+func (c *Controller) release(logger klog.Logger) {
+	if c.latest == nil || ptr.Deref(c.latest.Spec.HolderIdentity, "") != c.opts.HolderIdentity {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	lease := c.latest.DeepCopy()
+	lease.Spec.HolderIdentity = nil
+	updated, err := c.client.CoordinationV1().Leases(Namespace(c.opts.Cluster)).Update(ctx, lease, metav1.UpdateOptions{})
+	c.latest = nil
+	if err != nil {
+		logger.V(2).Info("Could not release the hub Lease", "err", err)
+		return
+	}
+	c.observe(updated)
+	logger.Info("Released the cluster's Lease on the hub")
 }
 
 func (c *Controller) newBackoff() wait.Backoff {
@@ -116,7 +157,14 @@ func (c *Controller) Renew(ctx context.Context) error {
 			c.count(err)
 			return err
 		}
+		c.observe(got)
 		base = got
+	}
+	if holder := ptr.Deref(base.Spec.HolderIdentity, ""); holder != "" && holder != c.opts.HolderIdentity && c.opts.Observer != nil {
+		if err := c.opts.Observer.Check(); err != nil {
+			c.latest = nil // read again next time
+			return err
+		}
 	}
 	lease := base.DeepCopy()
 	now := metav1.NewMicroTime(c.opts.Clock.Now())
@@ -136,7 +184,14 @@ func (c *Controller) Renew(ctx context.Context) error {
 		return err
 	}
 	c.latest = updated
+	c.observe(updated)
 	return nil
+}
+
+func (c *Controller) observe(l *coordinationv1.Lease) {
+	if c.opts.Observer != nil {
+		c.opts.Observer.Observe(l)
+	}
 }
 
 func (c *Controller) count(err error) {
