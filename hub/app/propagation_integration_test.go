@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,6 +303,14 @@ func startHub(t *testing.T) (context.Context, flotillaclient.Interface) {
 // startHubWith is startHub with options changed by tune.
 func startHubWith(t *testing.T, tune func(*app.Options)) (context.Context, flotillaclient.Interface) {
 	t.Helper()
+	_, ctx, fc := startHubEnv(t, tune)
+	return ctx, fc
+}
+
+// startHubEnv is startHubWith that also returns the control plane, for tests
+// that change the API itself.
+func startHubEnv(t *testing.T, tune func(*app.Options)) (*testenv.Env, context.Context, flotillaclient.Interface) {
+	t.Helper()
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := app.NewOptions()
@@ -313,5 +323,153 @@ func startHubWith(t *testing.T, tune func(*app.Options)) (context.Context, floti
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, opts) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return ctx, flotillaclient.NewForConfigOrDie(env.Config)
+	return env, ctx, flotillaclient.NewForConfigOrDie(env.Config)
+}
+
+// An override that changes the object's identity never reaches a Work, even
+// when the CRD rule that refuses it is not there: a ClusterOverridePolicy
+// stored before the rule existed is not re-validated. The test stores one
+// the way an upgrade leaves it (CRD without the rule, policy created, CRD
+// with the rule again) and checks that the hub writes nothing for that
+// cluster, keeps its existing Work as it was, says why on the binding with
+// an event naming the policy, and resumes once the policy is gone.
+func TestOverrideChangingIdentityIsRefused(t *testing.T) {
+	env, ctx, fc := startHubEnv(t, nil)
+	for _, name := range []string{"member1", "member2"} {
+		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := "default"
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings"},"data":{"a":"b"}}`)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap", Name: "settings"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := workobjects.BindingName("ConfigMap", "settings")
+	dataIs := func(v string) func(*unstructured.Unstructured) bool {
+		return func(obj *unstructured.Unstructured) bool {
+			got, _, _ := unstructured.NestedString(obj.Object, "data", "a")
+			return got == v
+		}
+	}
+	waitWork(t, fc, "member1", ns, binding, dataIs("b"))
+	waitWork(t, fc, "member2", ns, binding, dataIs("b"))
+
+	bad := &policyv1alpha1.ClusterOverridePolicy{ObjectMeta: metav1.ObjectMeta{Name: "move-to-kube-system"},
+		Spec: policyv1alpha1.OverrideSpec{OverrideRules: []policyv1alpha1.RuleWithCluster{{
+			TargetCluster: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}},
+			Overriders: policyv1alpha1.Overriders{Plaintext: []policyv1alpha1.PlaintextOverrider{{
+				Path: "/metadata/namespace", Operator: policyv1alpha1.OverriderOpReplace, Value: apiextensionsv1.JSON{Raw: []byte(`"kube-system"`)}}}},
+		}}}}
+	storeWithoutPlaintextRule(t, env, func() error {
+		_, err := fc.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, bad, metav1.CreateOptions{})
+		return err
+	})
+	// The rule is back, and the stored policy is still there.
+	again := bad.DeepCopy()
+	again.Name = "again"
+	if _, err := fc.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, again, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("with the CRD rule restored, the same policy must be refused; got %v", err)
+	}
+
+	// A template change reaches member1; member2's Work stays as it was.
+	waitUntil(t, "template data changed", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "settings", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur.Spec.Manifest.Raw = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings"},"data":{"a":"c"}}`)
+		_, err = fc.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	waitWork(t, fc, "member1", ns, binding, dataIs("c"))
+	waitUntil(t, "binding FullyApplied=False OverrideChangedIdentity naming the policy", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionFullyApplied)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "OverrideChangedIdentity" && c.ObservedGeneration == rb.Generation &&
+			strings.Contains(c.Message, "member2") && strings.Contains(c.Message, "ClusterOverridePolicy move-to-kube-system: plaintext replace /metadata/namespace"), nil
+	})
+	w2, err := fc.WorkV1alpha1().Works("flotilla-es-member2").Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("member2's existing Work must be kept: %v", err)
+	}
+	if m := manifestOf(t, w2); m.GetNamespace() != ns || !dataIs("b")(m) {
+		t.Errorf("member2's Work changed to %s/%s %v; want it left as it was (default, a=b)", m.GetNamespace(), m.GetName(), m.Object["data"])
+	}
+	waitUntil(t, "Warning event OverrideChangedIdentity naming the policy", func() (bool, error) {
+		events, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + binding + ",reason=OverrideChangedIdentity"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Type == "Warning" && strings.Contains(e.Message, "move-to-kube-system") && strings.Contains(e.Message, `"kube-system"`) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// Without the policy, member2 catches up.
+	if err := fc.PolicyV1alpha1().ClusterOverridePolicies().Delete(ctx, bad.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if m := manifestOf(t, waitWork(t, fc, "member2", ns, binding, dataIs("c"))); m.GetNamespace() != ns {
+		t.Errorf("member2's Work namespace %q, want %q", m.GetNamespace(), ns)
+	}
+}
+
+// storeWithoutPlaintextRule runs create while the ClusterOverridePolicy CRD
+// lacks its rule on plaintext paths (as before the rule existed), then puts
+// the CRD back as it was.
+func storeWithoutPlaintextRule(t *testing.T, env *testenv.Env, create func() error) {
+	t.Helper()
+	ctx := context.Background()
+	crds := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	name := "clusteroverridepolicies.policy.flotilla.io"
+	orig, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setRules := func(from *apiextensionsv1.CustomResourceDefinition) {
+		waitUntil(t, "CRD updated", func() (bool, error) {
+			cur, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			cur.Spec = *from.Spec.DeepCopy()
+			_, err = crds.Update(ctx, cur, metav1.UpdateOptions{})
+			return err == nil, nil
+		})
+	}
+	relaxed := orig.DeepCopy()
+	for i := range relaxed.Spec.Versions {
+		items := relaxed.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["overrideRules"].Items.Schema.
+			Properties["overriders"].Properties["plaintext"].Items.Schema
+		if len(items.XValidations) == 0 {
+			t.Fatal("the CRD has no rule on plaintext overriders to relax")
+		}
+		items.XValidations = nil
+	}
+	setRules(relaxed)
+	waitUntil(t, "the policy stored while the CRD has no rule", func() (bool, error) {
+		err := create()
+		if err != nil {
+			t.Logf("not yet: %v", err)
+		}
+		return err == nil, nil
+	})
+	setRules(orig)
 }

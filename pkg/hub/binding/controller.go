@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -55,6 +56,11 @@ const (
 	ReasonNotFullyApplied       = "NotFullyApplied"
 	ReasonNoClusterScheduled    = "NoClusterScheduled"
 	ReasonOverridePolicyInvalid = "OverridePolicyFailed"
+	// ReasonOverrideChangedIdentity is both the Warning event and the
+	// FullyApplied reason when a cluster's overrides would change the
+	// object's apiVersion, kind, namespace or name: that cluster's Work is
+	// neither written nor changed (an existing one is kept as it was).
+	ReasonOverrideChangedIdentity = "OverrideChangedIdentity"
 )
 
 const workIndex = "byBindingUID"
@@ -312,8 +318,8 @@ func (c *Controller) count(op string) {
 // and is reported per cluster (it is the user's to fix, not a retry).
 // It also returns each cluster's wanted Work spec, against which the
 // status of the stored Work is judged.
-func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]string, map[string]*workv1alpha1.WorkSpec, error) {
-	overrideErrs := map[string]string{}
+func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]error, map[string]*workv1alpha1.WorkSpec, error) {
+	overrideErrs := map[string]error{}
 	wants := map[string]*workv1alpha1.WorkSpec{}
 	clusterPolicies, policies, err := c.overridePolicies(binding.Namespace)
 	if err != nil {
@@ -330,8 +336,12 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		}
 		want, err := c.render(binding, obj, cluster, target, clusterPolicies, policies)
 		if err != nil {
-			overrideErrs[target.Name] = err.Error()
-			c.event(binding, "Warning", EventApplyOverrideFailed, fmt.Sprintf("cluster %s: %v", target.Name, err))
+			overrideErrs[target.Name] = err
+			reason := EventApplyOverrideFailed
+			if identity := (*identityError)(nil); errors.As(err, &identity) {
+				reason = ReasonOverrideChangedIdentity
+			}
+			c.event(binding, "Warning", reason, fmt.Sprintf("cluster %s: %v", target.Name, err))
 			continue
 		}
 		wants[target.Name] = &want.Spec
@@ -373,6 +383,11 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 	}
 	applied, err := overrides.Apply(manifest, cluster, clusterPolicies, policies)
 	if err != nil {
+		return nil, err
+	}
+	// The Work's manifest must be the template's object, whatever the
+	// overrides say: its namespace and kind are what the tenant was allowed.
+	if err := checkIdentity(obj, manifest, applied); err != nil {
 		return nil, err
 	}
 	raw, err := manifest.MarshalJSON()
@@ -550,7 +565,7 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 }
 
 // updateStatus sums the target clusters' Works into the binding's status.
-func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]string, wants map[string]*workv1alpha1.WorkSpec) error {
+func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error, wants map[string]*workv1alpha1.WorkSpec) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(binding.Spec.Clusters))
 	for _, target := range binding.Spec.Clusters {
@@ -565,7 +580,7 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 	}
 	updated := binding.DeepCopy()
 	updated.Status.AggregatedStatus = items
-	meta.SetStatusCondition(&updated.Status.Conditions, fullyApplied(binding, items))
+	meta.SetStatusCondition(&updated.Status.Conditions, fullyApplied(binding, items, overrideErrs))
 	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
 		return nil
 	}
@@ -586,10 +601,10 @@ func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1
 // informer may not have seen our update yet) and the agent has applied its
 // current generation: status from before a change says nothing about the
 // new placement (the replacement's old 2/2 is not the new 3/3).
-func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster, overrideErr string, want *workv1alpha1.WorkSpec) workv1alpha1.AggregatedStatusItem {
+func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster string, overrideErr error, want *workv1alpha1.WorkSpec) workv1alpha1.AggregatedStatusItem {
 	item := workv1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: workv1alpha1.ResourceUnknown}
-	if overrideErr != "" {
-		item.AppliedMessage = "override policy failed: " + overrideErr
+	if overrideErr != nil {
+		item.AppliedMessage = "override policy failed: " + overrideErr.Error()
 		return item
 	}
 	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
@@ -621,7 +636,7 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	return item
 }
 
-func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.AggregatedStatusItem) metav1.Condition {
+func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.AggregatedStatusItem, overrideErrs map[string]error) metav1.Condition {
 	cond := metav1.Condition{Type: workv1alpha1.BindingConditionFullyApplied, ObservedGeneration: binding.Generation}
 	if len(items) == 0 {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNoClusterScheduled, "the binding targets no cluster"
@@ -643,6 +658,13 @@ func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.Ag
 	}
 	sort.Strings(pending)
 	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotFullyApplied, strings.Join(pending, "; ")
+	// A refused identity change is the user's to fix, not a wait: say so
+	// in the reason.
+	for _, err := range overrideErrs {
+		if identity := (*identityError)(nil); errors.As(err, &identity) {
+			cond.Reason = ReasonOverrideChangedIdentity
+		}
+	}
 	return cond
 }
 
