@@ -44,6 +44,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/util/clusterevents"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
@@ -254,13 +255,17 @@ func Run(ctx context.Context, opts *Options) error {
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube("events").CoreV1().Events("")})
 		defer broadcaster.Shutdown()
-		recorder := broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"})
-		// Only the cluster Leases the hub made (labelled with their cluster),
-		// not every Lease of the host cluster (one per node, elections…).
+		// Events about a Cluster go to its namespace flotilla-es-<cluster>,
+		// not to the shared "default" (clusterevents).
+		recorder := clusterevents.Recorder(broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"}))
+		// Only what the hub made for clusters (labelled with their cluster:
+		// namespaces, Leases, agent identities), not every Lease, Role or
+		// ServiceAccount of the host cluster (one Lease per node, elections…).
 		kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("informers"), 0,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
-		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, recorder)
+		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, kubeFactory,
+			clusterlifecycle.Options{Recorder: recorder, Metrics: hubMetrics})
 		health := clusterhealth.NewController(clients.flotilla("cluster-health"), clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
 			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
 			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,

@@ -7,15 +7,17 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
+	"github.com/flotilla-io/flotilla/pkg/util/clusterevents"
 )
 
 // NewEventRecorder returns a recorder of events on hub objects, and a
-// function that stops it. Events about the cluster-scoped Cluster land in
-// namespace "default" (the apiserver allows no other place for them), so the
-// agent's hub identity needs to create events there and in its own
-// namespace; `kubectl describe cluster` shows them.
+// function that stops it. Every event lands in the cluster's own hub
+// namespace: Works live there, and events about the cluster-scoped Cluster
+// are filed there too (clusterevents), so the agent's hub identity needs to
+// create events nowhere else; `kubectl get events -n flotilla-es-<cluster>`
+// shows them.
 func NewEventRecorder(hub kubernetes.Interface, component string) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: hub.CoreV1().Events("")})
-	return broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown
+	return clusterevents.Recorder(broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: component})), broadcaster.Shutdown
 }

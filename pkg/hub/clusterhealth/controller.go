@@ -86,6 +86,7 @@ func NewController(flotilla flotillaclient.Interface, clusters, leases cache.Sha
 	_, _ = leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueLease(obj) },
 		UpdateFunc: func(_, obj any) { c.enqueueLease(obj) },
+		DeleteFunc: func(obj any) { c.enqueueLease(obj) },
 	})
 	return c
 }
@@ -100,6 +101,9 @@ func (c *Controller) enqueueCluster(obj any) {
 }
 
 func (c *Controller) enqueueLease(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
 	if l, ok := obj.(*coordinationv1.Lease); ok && l.Namespace == clusterlifecycle.Namespace(l.Name) {
 		c.queue.Add(l.Name)
 	}
@@ -129,31 +133,21 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	now := c.opts.Clock.Now()
 	var renew, leaseCreated time.Time
 	lease, err := c.leases.Leases(clusterlifecycle.Namespace(name)).Get(name)
-	if err != nil {
-		// No Lease yet (the cluster controller is making it): an agent
-		// cannot renew what does not exist, so the startup grace has not
-		// begun. The Lease's creation brings the cluster back.
-		return nil
-	}
-	leaseCreated = lease.CreationTimestamp.Time
-	if lease.Spec.RenewTime != nil {
-		renew = lease.Spec.RenewTime.Time
-	}
-	c.mu.Lock()
-	obs, ok := c.seen[name]
-	if !ok {
-		// First sight (a new cluster, or a hub that just started): the
-		// Lease gets a full grace period from now — or, for a Lease made
-		// moments ago that was never renewed, from its creation.
-		since := now
-		if renew.IsZero() && leaseCreated.After(now.Add(-c.opts.StartupGracePeriod)) && leaseCreated.Before(now) {
-			since = leaseCreated
+	switch {
+	case err == nil:
+		leaseCreated = lease.CreationTimestamp.Time
+		if lease.Spec.RenewTime != nil {
+			renew = lease.Spec.RenewTime.Time
 		}
-		obs = &observation{renew: renew, observedAt: since, reported: !renew.IsZero()}
-		c.seen[name] = obs
-	} else if !renew.Equal(obs.renew) {
-		obs.renew, obs.observedAt, obs.reported = renew, renewObservedAt(renew, now), obs.reported || !renew.IsZero()
+	case !apierrors.IsNotFound(err):
+		return err
 	}
+	// A cluster without a Lease (not made yet, or deleted) is silent, not
+	// healthy: nothing renews, so its grace period runs like any other's.
+	// The cluster controller makes the Lease again; until its agent renews
+	// it, the cluster keeps counting from its last renewal.
+	c.mu.Lock()
+	obs := c.observe(name, renew, leaseCreated, now)
 	grace := c.opts.GracePeriod
 	if !obs.reported {
 		grace = c.opts.StartupGracePeriod
@@ -180,6 +174,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		msg = fmt.Sprintf("the cluster's agent has not renewed its Lease since the hub saw the cluster %s ago (startup grace period %s)",
 			now.Sub(obs.observedAt).Round(time.Second), grace)
 	}
+	if lease == nil {
+		msg += "; the Lease does not exist (the hub makes it again)"
+	}
 	updated := cluster.DeepCopy()
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
 		Status: metav1.ConditionUnknown, Reason: clusterv1alpha1.ClusterReasonStatusUnknown, Message: msg, LastTransitionTime: metav1.NewTime(now)})
@@ -194,6 +191,31 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.opts.Recorder.Event(cluster, "Warning", clusterv1alpha1.ClusterReasonStatusUnknown, msg)
 	}
 	return nil
+}
+
+// observe updates and returns what the hub knows of name's Lease. renew is
+// the Lease's renewTime (zero when the Lease or its renewTime is missing).
+// Callers hold c.mu.
+func (c *Controller) observe(name string, renew, leaseCreated, now time.Time) *observation {
+	obs, ok := c.seen[name]
+	if !ok {
+		// First sight (a new cluster, or a hub that just started): the
+		// Lease gets a full grace period from now — or, for a Lease made
+		// moments ago that was never renewed, from its creation.
+		since := now
+		if renew.IsZero() && leaseCreated.After(now.Add(-c.opts.StartupGracePeriod)) && leaseCreated.Before(now) {
+			since = leaseCreated
+		}
+		obs = &observation{renew: renew, observedAt: since, reported: !renew.IsZero()}
+		c.seen[name] = obs
+		return obs
+	}
+	// Only a renewal is a heartbeat: a Lease that vanished, or was made
+	// again without a renewTime, leaves the clock running from the last one.
+	if !renew.IsZero() && !renew.Equal(obs.renew) {
+		obs.renew, obs.observedAt, obs.reported = renew, renewObservedAt(renew, now), true
+	}
+	return obs
 }
 
 // renewTrustWindow is how far before the hub's clock a Lease's renewTime is

@@ -8,8 +8,10 @@ package clusterlifecycle
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sync"
+	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,17 +20,25 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
+	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
 )
 
@@ -39,6 +49,9 @@ const (
 	AgentServiceAccount = "flotilla-agent"
 	// LabelCluster names the Cluster an object on the hub belongs to.
 	LabelCluster = "cluster.flotilla.io/name"
+	// EventObjectsRepaired is recorded on a Cluster when the hub had to put
+	// back its namespace's Lease or the agent identity (deleted or changed).
+	EventObjectsRepaired = "HubObjectsRepaired"
 	// DefaultLeaseDurationSeconds is written into a new cluster Lease; the
 	// agent overwrites it with its own --cluster-lease-duration.
 	DefaultLeaseDurationSeconds = 40
@@ -50,23 +63,67 @@ func Namespace(cluster string) string { return "flotilla-es-" + cluster }
 // AgentClusterRoleName is the cluster-scoped role of a cluster's agent.
 func AgentClusterRoleName(cluster string) string { return "flotilla:agent:" + cluster }
 
+// AgentRoleName names the agent's Role and RoleBinding in its cluster namespace.
+const AgentRoleName = "flotilla-agent"
+
+// legacyEventsName is the Role and RoleBinding in "default" that older hubs
+// made so the agent could record events about its Cluster there; events
+// about a Cluster now live in its own namespace (clusterevents), and these
+// are deleted wherever found.
+func legacyEventsName(cluster string) string { return "flotilla-agent-events:" + cluster }
+
+// DefaultResyncPeriod is how often every cluster is checked against the
+// caches when no watch event came (the backstop; deletions are seen at once).
+const DefaultResyncPeriod = time.Minute
+
+// Options configure the Controller.
+type Options struct {
+	// ResyncPeriod re-checks every Cluster's objects against the caches;
+	// a check finds nothing to do without a single API request.
+	ResyncPeriod time.Duration
+	Recorder     record.EventRecorder
+	Metrics      *hubmetrics.Metrics
+}
+
 // Controller reconciles Clusters.
 type Controller struct {
 	kube     kubernetes.Interface
 	flotilla flotillaclient.Interface
+	opts     Options
 	clusters clusterlisters.ClusterLister
-	synced   cache.InformerSynced
-	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
-	// ensured holds the UIDs of Clusters whose objects this hub process has
-	// already made, so a resync costs no requests.
-	ensured sync.Map
+
+	namespaces          corelisters.NamespaceLister
+	leases              coordinationlisters.LeaseLister
+	serviceAccounts     corelisters.ServiceAccountLister
+	roles               rbaclisters.RoleLister
+	roleBindings        rbaclisters.RoleBindingLister
+	clusterRoles        rbaclisters.ClusterRoleLister
+	clusterRoleBindings rbaclisters.ClusterRoleBindingLister
+
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
 }
 
-// NewController returns a Controller fed by a Cluster informer.
-func NewController(kube kubernetes.Interface, flotilla flotillaclient.Interface, clusters cache.SharedIndexInformer, recorder record.EventRecorder) *Controller {
-	c := &Controller{kube: kube, flotilla: flotilla, clusters: clusterlisters.NewClusterLister(clusters.GetIndexer()),
-		synced: clusters.HasSynced, recorder: recorder,
+// NewController returns a Controller fed by a Cluster informer and by owned,
+// an informer factory whose list options select the label LabelCluster (so
+// the hub caches only the objects it made for clusters, never every
+// ServiceAccount or Role of the host cluster). Watching them is what brings
+// a deleted Lease, ServiceAccount, Role, binding or namespace back at once.
+func NewController(kube kubernetes.Interface, flotilla flotillaclient.Interface, clusters cache.SharedIndexInformer,
+	owned informers.SharedInformerFactory, opts Options) *Controller {
+	if opts.ResyncPeriod <= 0 {
+		opts.ResyncPeriod = DefaultResyncPeriod
+	}
+	core, rbac := owned.Core().V1(), owned.Rbac().V1()
+	c := &Controller{kube: kube, flotilla: flotilla, opts: opts,
+		clusters:            clusterlisters.NewClusterLister(clusters.GetIndexer()),
+		namespaces:          core.Namespaces().Lister(),
+		leases:              owned.Coordination().V1().Leases().Lister(),
+		serviceAccounts:     core.ServiceAccounts().Lister(),
+		roles:               rbac.Roles().Lister(),
+		roleBindings:        rbac.RoleBindings().Lister(),
+		clusterRoles:        rbac.ClusterRoles().Lister(),
+		clusterRoleBindings: rbac.ClusterRoleBindings().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cluster-lifecycle"})}
 	enqueue := func(obj any) {
@@ -89,16 +146,54 @@ func NewController(kube kubernetes.Interface, flotilla flotillaclient.Interface,
 		},
 		DeleteFunc: enqueue,
 	})
+	c.synced = append(c.synced, clusters.HasSynced)
+	for _, inf := range []cache.SharedIndexInformer{core.Namespaces().Informer(), owned.Coordination().V1().Leases().Informer(),
+		core.ServiceAccounts().Informer(), rbac.Roles().Informer(), rbac.RoleBindings().Informer(),
+		rbac.ClusterRoles().Informer(), rbac.ClusterRoleBindings().Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueOwner,
+			UpdateFunc: func(old, cur any) {
+				// The agent renews its Lease every few seconds: only a change
+				// of labels (or owners) concerns this controller.
+				o, n := old.(metav1.Object), cur.(metav1.Object)
+				if _, lease := cur.(*coordinationv1.Lease); lease && maps.Equal(o.GetLabels(), n.GetLabels()) {
+					return
+				}
+				if o.GetResourceVersion() != n.GetResourceVersion() {
+					c.enqueueOwner(cur)
+				}
+			},
+			DeleteFunc: c.enqueueOwner,
+		})
+		c.synced = append(c.synced, inf.HasSynced)
+	}
 	return c
+}
+
+// enqueueOwner queues the Cluster an object was made for (its label).
+func (c *Controller) enqueueOwner(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok && o.GetLabels()[LabelCluster] != "" {
+		c.queue.Add(o.GetLabels()[LabelCluster])
+	}
 }
 
 // Run reconciles with workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync("cluster-lifecycle", ctx.Done(), c.synced) {
+	if !cache.WaitForNamedCacheSync("cluster-lifecycle", ctx.Done(), c.synced...) {
 		return
 	}
+	// The backstop: a check costs no request while everything is in place.
+	go wait.UntilWithContext(ctx, func(context.Context) {
+		list, _ := c.clusters.List(labels.Everything())
+		for _, cl := range list {
+			c.queue.Add(cl.Name)
+		}
+	}, c.opts.ResyncPeriod)
 	queueworker.Run(ctx, "cluster-lifecycle", c.queue, workers, c.sync)
 }
 
@@ -119,111 +214,141 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		_, err := c.flotilla.ClusterV1alpha1().Clusters().Update(ctx, updated, metav1.UpdateOptions{})
 		return err
 	}
-	if _, done := c.ensured.Load(cluster.UID); done {
-		return nil
-	}
-	if err := c.ensure(ctx, cluster); err != nil {
-		return err
-	}
-	c.ensured.Store(cluster.UID, struct{}{})
-	return nil
+	return c.ensure(ctx, cluster)
 }
 
-// ensure creates what a Cluster needs on the hub; existing objects are kept
-// (the agent renews the Lease; an admin may have annotated the namespace).
+// ensure makes the cluster's namespace, Lease and agent identity match what
+// the hub decides, reading only the caches: a cluster whose objects are all
+// in place costs no request. Whatever was deleted or changed by hand is put
+// back; existing objects keep what others own (the agent renews the Lease;
+// an admin may annotate the namespace).
 func (c *Controller) ensure(ctx context.Context, cluster *clusterv1alpha1.Cluster) error {
-	ns := Namespace(cluster.Name)
-	owner := []metav1.OwnerReference{*metav1.NewControllerRef(cluster, clusterv1alpha1.SchemeGroupVersion.WithKind("Cluster"))}
-	labels := map[string]string{LabelCluster: cluster.Name}
-	create := func(what string, f func() error) error {
-		if err := f(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s for cluster %s: %w", what, cluster.Name, err)
-		}
+	d := desiredFor(cluster)
+	name := cluster.Name
+	ns := d.namespace.Name
+	existingNS, nsErr := c.namespaces.Get(ns)
+	if nsErr == nil && existingNS.DeletionTimestamp != nil {
+		// Nothing can be created in a terminating namespace (deleted by
+		// hand, or left by a deleted Cluster of the same name): its
+		// deletion event brings the cluster back; the retry is a backstop.
+		c.queue.AddAfter(name, 5*time.Second)
 		return nil
 	}
-	steps := []struct {
-		what string
-		f    func() error
-	}{
-		{"namespace", func() error {
-			_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels, OwnerReferences: owner}}, metav1.CreateOptions{})
-			return err
-		}},
-		{"lease", func() error {
-			_, err := c.kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name, Namespace: ns, Labels: labels},
-				Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](DefaultLeaseDurationSeconds)}}, metav1.CreateOptions{})
-			return err
-		}},
-		{"service account", func() error {
-			_, err := c.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: ns, Labels: labels}}, metav1.CreateOptions{})
-			return err
-		}},
-	}
-	for _, s := range steps {
-		if err := create(s.what, s.f); err != nil {
-			return err
+	repairing := nsErr == nil // the namespace was there: anything missing was removed
+	var done []string
+	step := func(kind, op string, err error) error {
+		if op != "" {
+			done = append(done, op+" "+kind)
+			if m := c.opts.Metrics; m != nil {
+				m.ClusterObjectWrites.WithLabelValues(kind, op).Inc()
+			}
 		}
+		return err
 	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: ns}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-agent", Namespace: ns, Labels: labels}, Rules: AgentNamespaceRules(cluster.Name)}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-agent", Namespace: ns, Labels: labels},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, Subjects: subject}
-	// Events about the cluster-scoped Cluster can only live in "default".
-	eventsName := "flotilla-agent-events:" + cluster.Name
-	eventsRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: eventsName, Namespace: metav1.NamespaceDefault, Labels: labels, OwnerReferences: owner},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}}
-	eventsBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: eventsName, Namespace: metav1.NamespaceDefault, Labels: labels, OwnerReferences: owner},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: eventsName}, Subjects: subject}
-	clusterRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: AgentClusterRoleName(cluster.Name), Labels: labels, OwnerReferences: owner},
-		Rules: AgentClusterRules(cluster.Name)}
-	clusterBinding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: AgentClusterRoleName(cluster.Name), Labels: labels, OwnerReferences: owner},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name}, Subjects: subject}
+	labelOnly := func(o metav1.Object) bool { return fixLabel(o, name) }
+	owned := func(o metav1.Object) bool { return fixLabel(o, name) || fixOwner(o, d.owner) }
+	kube, rbac := c.kube.CoreV1(), c.kube.RbacV1()
 
-	rbac := c.kube.RbacV1()
-	for _, r := range []*rbacv1.Role{role, eventsRole} {
-		if err := applyRole(ctx, c.kube, r); err != nil {
-			return err
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+
+	op, err := reconcile(ctx, want[*corev1.Namespace]{kind: "Namespace", client: kube.Namespaces(), desired: d.namespace,
+		cached: existingNS, cacheErr: nsErr, fix: func(o *corev1.Namespace) bool { return owned(o) }})
+	if err := step("Namespace", op, err); err != nil {
+		return err // nothing else can be made without it
+	}
+	lease, leaseErr := c.leases.Leases(ns).Get(name)
+	op, err = reconcile(ctx, want[*coordinationv1.Lease]{kind: "Lease", client: c.kube.CoordinationV1().Leases(ns), desired: d.lease,
+		cached: lease, cacheErr: leaseErr, fix: func(o *coordinationv1.Lease) bool { return labelOnly(o) }})
+	add(step("Lease", op, err))
+	sa, saErr := c.serviceAccounts.ServiceAccounts(ns).Get(AgentServiceAccount)
+	op, err = reconcile(ctx, want[*corev1.ServiceAccount]{kind: "ServiceAccount", client: kube.ServiceAccounts(ns), desired: d.serviceAccount,
+		cached: sa, cacheErr: saErr, fix: func(o *corev1.ServiceAccount) bool { return labelOnly(o) }})
+	add(step("ServiceAccount", op, err))
+	role, roleErr := c.roles.Roles(ns).Get(AgentRoleName)
+	op, err = reconcile(ctx, want[*rbacv1.Role]{kind: "Role", client: rbac.Roles(ns), desired: d.role, cached: role, cacheErr: roleErr,
+		fix: func(o *rbacv1.Role) bool {
+			changed := labelOnly(o)
+			if !rulesEqual(o.Rules, d.role.Rules) {
+				o.Rules, changed = d.role.Rules, true
+			}
+			return changed
+		}})
+	add(step("Role", op, err))
+	rb, rbErr := c.roleBindings.RoleBindings(ns).Get(AgentRoleName)
+	op, err = reconcile(ctx, want[*rbacv1.RoleBinding]{kind: "RoleBinding", client: rbac.RoleBindings(ns), desired: d.roleBinding,
+		cached: rb, cacheErr: rbErr,
+		replace: func(o *rbacv1.RoleBinding) bool { return o.RoleRef != d.roleBinding.RoleRef },
+		fix: func(o *rbacv1.RoleBinding) bool {
+			changed := labelOnly(o)
+			if !equality.Semantic.DeepEqual(o.Subjects, d.roleBinding.Subjects) {
+				o.Subjects, changed = d.roleBinding.Subjects, true
+			}
+			return changed
+		}})
+	add(step("RoleBinding", op, err))
+	cr, crErr := c.clusterRoles.Get(d.clusterRole.Name)
+	op, err = reconcile(ctx, want[*rbacv1.ClusterRole]{kind: "ClusterRole", client: rbac.ClusterRoles(), desired: d.clusterRole,
+		cached: cr, cacheErr: crErr,
+		fix: func(o *rbacv1.ClusterRole) bool {
+			changed := owned(o)
+			if !rulesEqual(o.Rules, d.clusterRole.Rules) || o.AggregationRule != nil {
+				o.Rules, o.AggregationRule, changed = d.clusterRole.Rules, nil, true
+			}
+			return changed
+		}})
+	add(step("ClusterRole", op, err))
+	crb, crbErr := c.clusterRoleBindings.Get(d.clusterRoleBinding.Name)
+	op, err = reconcile(ctx, want[*rbacv1.ClusterRoleBinding]{kind: "ClusterRoleBinding", client: rbac.ClusterRoleBindings(),
+		desired: d.clusterRoleBinding, cached: crb, cacheErr: crbErr,
+		replace: func(o *rbacv1.ClusterRoleBinding) bool { return o.RoleRef != d.clusterRoleBinding.RoleRef },
+		fix: func(o *rbacv1.ClusterRoleBinding) bool {
+			changed := owned(o)
+			if !equality.Semantic.DeepEqual(o.Subjects, d.clusterRoleBinding.Subjects) {
+				o.Subjects, changed = d.clusterRoleBinding.Subjects, true
+			}
+			return changed
+		}})
+	add(step("ClusterRoleBinding", op, err))
+	add(c.deleteLegacyEventsRBAC(ctx, name, step))
+
+	if repairing && len(done) > 0 {
+		msg := fmt.Sprintf("the cluster's objects on the hub were missing or changed by hand; put them back (%s)", strings.Join(done, ", "))
+		klog.FromContext(ctx).Info("Repaired cluster objects on the hub", "cluster", name, "writes", done)
+		if c.opts.Recorder != nil {
+			c.opts.Recorder.Event(cluster, corev1.EventTypeWarning, EventObjectsRepaired, msg)
 		}
 	}
-	for _, b := range []*rbacv1.RoleBinding{binding, eventsBinding} {
-		if err := create("role binding", func() error {
-			_, err := rbac.RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{})
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	existing, err := rbac.ClusterRoles().Get(ctx, clusterRole.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = rbac.ClusterRoles().Create(ctx, clusterRole, metav1.CreateOptions{})
-	case err == nil && !equality.Semantic.DeepEqual(existing.Rules, clusterRole.Rules):
-		existing.Rules = clusterRole.Rules
-		_, err = rbac.ClusterRoles().Update(ctx, existing, metav1.UpdateOptions{})
-	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return create("cluster role binding", func() error {
-		_, err := rbac.ClusterRoleBindings().Create(ctx, clusterBinding, metav1.CreateOptions{})
-		return err
-	})
+	return utilerrors.NewAggregate(errs)
 }
 
-func applyRole(ctx context.Context, kube kubernetes.Interface, role *rbacv1.Role) error {
-	roles := kube.RbacV1().Roles(role.Namespace)
-	existing, err := roles.Get(ctx, role.Name, metav1.GetOptions{})
+// deleted is the step of a Delete call: a write if it succeeded, nothing if
+// the object was already gone.
+func deleted(err error) (string, error) {
 	switch {
+	case err == nil:
+		return "delete", nil
 	case apierrors.IsNotFound(err):
-		_, err = roles.Create(ctx, role, metav1.CreateOptions{})
-	case err == nil && !equality.Semantic.DeepEqual(existing.Rules, role.Rules):
-		existing.Rules = role.Rules
-		_, err = roles.Update(ctx, existing, metav1.UpdateOptions{})
+		return "", nil
+	default:
+		return "", err
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("role %s/%s: %w", role.Namespace, role.Name, err)
+}
+
+// deleteLegacyEventsRBAC removes the events Role and RoleBinding in
+// "default" that older hubs gave the agent.
+func (c *Controller) deleteLegacyEventsRBAC(ctx context.Context, cluster string, step func(kind, op string, err error) error) error {
+	name := legacyEventsName(cluster)
+	var errs []error
+	if b, err := c.roleBindings.RoleBindings(metav1.NamespaceDefault).Get(name); err == nil {
+		op, err := deleted(c.kube.RbacV1().RoleBindings(metav1.NamespaceDefault).Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(b.UID))}))
+		errs = append(errs, step("RoleBinding", op, err))
 	}
-	return nil
+	if r, err := c.roles.Roles(metav1.NamespaceDefault).Get(name); err == nil {
+		op, err := deleted(c.kube.RbacV1().Roles(metav1.NamespaceDefault).Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(r.UID))}))
+		errs = append(errs, step("Role", op, err))
+	}
+	return utilerrors.NewAggregate(errs)
 }
 
 // AgentNamespaceRules are what a cluster's agent may do in its namespace:
@@ -274,8 +399,8 @@ func (c *Controller) teardown(ctx context.Context, cluster *clusterv1alpha1.Clus
 					return err
 				}
 			}
-			if len(works.Items) > 0 && c.recorder != nil {
-				c.recorder.Eventf(cluster, corev1.EventTypeWarning, "WorksAbandoned",
+			if len(works.Items) > 0 && c.opts.Recorder != nil {
+				c.opts.Recorder.Eventf(cluster, corev1.EventTypeWarning, "WorksAbandoned",
 					"cluster is not Ready: released %d Works without waiting for its agent; objects on the member are left as they are", len(works.Items))
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -36,12 +37,16 @@ func startController(t *testing.T, env *testenv.Env) flotillaclient.Interface {
 		t.Fatal(err)
 	}
 	factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
-	c := clusterlifecycle.NewController(env.Kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), record.NewFakeRecorder(100))
+	owned := informers.NewSharedInformerFactoryWithOptions(env.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
+	c := clusterlifecycle.NewController(env.Kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), owned,
+		clusterlifecycle.Options{Recorder: record.NewFakeRecorder(100)})
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
+	owned.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx, 2) }()
-	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown(); owned.Shutdown() })
 	return flotilla
 }
 
@@ -135,9 +140,9 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			_, err = agent.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
 			return err
 		},
-		"record events about its Cluster": func() error {
-			_, err := kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-"},
-				InvolvedObject: corev1.ObjectReference{Kind: "Cluster", Name: "member1"}, Reason: "Test", Message: "m"}, metav1.CreateOptions{})
+		"record events about its Cluster in its namespace": func() error {
+			_, err := kube.CoreV1().Events(ns1).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Cluster", Name: "member1", Namespace: ns1}, Reason: "Test", Message: "m"}, metav1.CreateOptions{})
 			return err
 		},
 	}
@@ -173,6 +178,18 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			return err
 		},
 		"delete its Work": func() error { return agent.WorkV1alpha1().Works(ns1).Delete(ctx, "w", metav1.DeleteOptions{}) },
+		// Events about Clusters live in each cluster's namespace
+		// (clusterevents): none in the shared "default", none in another's.
+		"create events in default": func() error {
+			_, err := kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Cluster", Name: "member1"}, Reason: "Test", Message: "m"}, metav1.CreateOptions{})
+			return err
+		},
+		"create events about member2": func() error {
+			_, err := kube.CoreV1().Events(ns2).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Cluster", Name: "member2", Namespace: ns2}, Reason: "Test", Message: "m"}, metav1.CreateOptions{})
+			return err
+		},
 		"create other Leases": func() error {
 			_, err := kube.CoordinationV1().Leases(ns1).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 			return err

@@ -7,10 +7,12 @@ package clustertaint
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,30 +163,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	noExecuteOK := c.guard.AllowsNoExecute()
 
 	ready := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
-	if ready != nil {
-		var mine, other string
-		switch ready.Status {
-		case metav1.ConditionFalse:
-			mine, other = clusterv1alpha1.TaintClusterNotReady, clusterv1alpha1.TaintClusterUnreachable
-		case metav1.ConditionUnknown:
-			mine, other = clusterv1alpha1.TaintClusterUnreachable, clusterv1alpha1.TaintClusterNotReady
-		}
-		if mine == "" {
-			taints = removeKey(taints, clusterv1alpha1.TaintClusterNotReady)
-			taints = removeKey(taints, clusterv1alpha1.TaintClusterUnreachable)
-		} else {
-			taints = removeKey(taints, other)
-			taints = add(taints, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoSchedule}, now)
-			if timeout := c.opts.FailoverEvictionTimeout; timeout > 0 {
-				due := ready.LastTransitionTime.Add(timeout)
-				switch {
-				case now.Before(due):
-					c.queue.AddAfter(name, due.Sub(now)+10*time.Millisecond)
-				case noExecuteOK:
-					taints = add(taints, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoExecute}, now)
-				}
-			}
-		}
+	taints, due := builtinTaints(taints, ready, now, c.opts.FailoverEvictionTimeout, noExecuteOK)
+	if !due.IsZero() {
+		c.queue.AddAfter(name, due.Sub(now)+10*time.Millisecond)
 	}
 
 	// ClusterTaintPolicies, oldest first; each adds before it removes.
@@ -221,10 +202,12 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 }
 
 func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster, taints []corev1.Taint) error {
-	added, removed := diff(cluster.Spec.Taints, taints)
-	if len(added) == 0 && len(removed) == 0 {
+	// Compared whole, timeAdded included: a built-in taint that lacks it
+	// gets it written, or its timer could never start.
+	if equality.Semantic.DeepEqual(cluster.Spec.Taints, taints) {
 		return nil
 	}
+	added, removed := diff(cluster.Spec.Taints, taints)
 	updated := cluster.DeepCopy()
 	updated.Spec.Taints = taints
 	_, err := c.flotilla.ClusterV1alpha1().Clusters().Update(ctx, updated, metav1.UpdateOptions{})
@@ -247,6 +230,84 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 		}
 	}
 	return nil
+}
+
+// builtinTaints puts the not-ready / unreachable taints in line with the
+// Ready condition and returns when a pending NoExecute taint falls due
+// (zero when none is pending).
+//
+// Every timer counts on the hub's clock, never on the agent's: the
+// condition's lastTransitionTime is written by the agent with its own clock
+// (one an hour behind would evict at once, one an hour ahead would delay
+// failover by an hour). The NoSchedule taint's timeAdded is the hub's own
+// record of when it saw Ready leave True: the hub writes it, the agent may
+// not change the taints (admission policy flotilla-agent-cluster-scope), and
+// it lives in the Cluster, so a hub restart neither restarts the timer nor
+// fires it early. The timer runs while Ready stays not True: a switch
+// between False and Unknown carries the NoSchedule taint's timeAdded (and a
+// NoExecute taint's) over to the other key, or an agent flapping between
+// the two could hold off failover for ever.
+func builtinTaints(taints []corev1.Taint, ready *metav1.Condition, now time.Time, timeout time.Duration, noExecuteOK bool) ([]corev1.Taint, time.Time) {
+	if ready == nil {
+		return taints, time.Time{}
+	}
+	var mine string
+	switch ready.Status {
+	case metav1.ConditionFalse:
+		mine = clusterv1alpha1.TaintClusterNotReady
+	case metav1.ConditionUnknown:
+		mine = clusterv1alpha1.TaintClusterUnreachable
+	}
+	builtin := func(t corev1.Taint) bool {
+		return t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable
+	}
+	if mine == "" {
+		return slices.DeleteFunc(slices.Clone(taints), builtin), time.Time{}
+	}
+	// Since when the hub has seen Ready not True, and since when a
+	// NoExecute taint has been on (either key).
+	var since, noExecuteSince *metav1.Time
+	earliest := func(cur, t *metav1.Time) *metav1.Time {
+		if t != nil && (cur == nil || t.Before(cur)) {
+			return t
+		}
+		return cur
+	}
+	for _, t := range taints {
+		if builtin(t) && t.Effect == corev1.TaintEffectNoSchedule {
+			since = earliest(since, t.TimeAdded)
+		}
+		if builtin(t) && t.Effect == corev1.TaintEffectNoExecute {
+			noExecuteSince = earliest(noExecuteSince, t.TimeAdded)
+		}
+	}
+	if since == nil {
+		since = &metav1.Time{Time: now.Truncate(time.Second)}
+	}
+	hadNoExecute := slices.ContainsFunc(taints, func(t corev1.Taint) bool { return builtin(t) && t.Effect == corev1.TaintEffectNoExecute })
+	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool {
+		// The other key goes; a NoSchedule taint of ours without
+		// timeAdded (added by hand) is replaced by one with it.
+		return builtin(t) && (t.Key != mine || t.Effect == corev1.TaintEffectNoSchedule && t.TimeAdded == nil)
+	})
+	if !slices.ContainsFunc(out, func(t corev1.Taint) bool { return t.Key == mine && t.Effect == corev1.TaintEffectNoSchedule }) {
+		out = append(out, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoSchedule, TimeAdded: since.DeepCopy()})
+	}
+	if timeout <= 0 || slices.ContainsFunc(out, func(t corev1.Taint) bool { return t.Key == mine && t.Effect == corev1.TaintEffectNoExecute }) {
+		return out, time.Time{}
+	}
+	due := since.Add(timeout)
+	if now.Before(due) {
+		return out, due
+	}
+	if !noExecuteOK {
+		return out, time.Time{}
+	}
+	added := &metav1.Time{Time: now.Truncate(time.Second)}
+	if hadNoExecute && noExecuteSince != nil {
+		added = noExecuteSince.DeepCopy()
+	}
+	return append(out, corev1.Taint{Key: mine, Effect: corev1.TaintEffectNoExecute, TimeAdded: added}), time.Time{}
 }
 
 // conditionsMatch: every match condition holds (they are ANDed). A missing
@@ -294,16 +355,6 @@ func remove(taints []corev1.Taint, key string, effect corev1.TaintEffect) []core
 	out := taints[:0:0]
 	for _, t := range taints {
 		if t.Key != key || t.Effect != effect {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func removeKey(taints []corev1.Taint, key string) []corev1.Taint {
-	out := taints[:0:0]
-	for _, t := range taints {
-		if t.Key != key {
 			out = append(out, t)
 		}
 	}

@@ -44,10 +44,11 @@ func startHub(t *testing.T) *hub {
 	h := &hub{env: env, flotilla: flotilla, renewal: map[string]context.CancelFunc{},
 		guard: clustertaint.NewFleetGuard(0.55, 0.5, 0.1)}
 	factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
-	kubeFactory := informers.NewSharedInformerFactory(env.Kube, 0)
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(env.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
 	clusters := factory.Cluster().V1alpha1().Clusters().Informer()
 	recorder := record.NewFakeRecorder(1000)
-	lifecycle := clusterlifecycle.NewController(env.Kube, flotilla, clusters, recorder)
+	lifecycle := clusterlifecycle.NewController(env.Kube, flotilla, clusters, kubeFactory, clusterlifecycle.Options{Recorder: recorder})
 	health := clusterhealth.NewController(flotilla, clusters, kubeFactory.Coordination().V1().Leases().Informer(),
 		clusterhealth.Options{MonitorPeriod: time.Second, GracePeriod: 10 * time.Second, StartupGracePeriod: 10 * time.Second, Recorder: recorder})
 	taints := clustertaint.NewController(flotilla, clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), h.guard,

@@ -20,6 +20,11 @@ type Metrics struct {
 	UnknownLatency prometheus.Histogram
 	// TaintChanges counts taints added and removed by key, effect and action.
 	TaintChanges *prometheus.CounterVec
+	// ClusterObjectWrites counts the writes cluster-lifecycle makes to a
+	// cluster's namespace, Lease and agent identity, by kind and operation
+	// (a steady fleet makes none: a rising count means something keeps
+	// deleting or changing them).
+	ClusterObjectWrites *prometheus.CounterVec
 	// FleetGuardState is 1 for the current fleet guard state.
 	FleetGuardState *prometheus.GaugeVec
 	// UnhealthyClusters is the number of not-Ready clusters per region ("" = all).
@@ -76,6 +81,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30}}),
 		TaintChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "cluster_taint_changes_total", Help: "Taints added to or removed from clusters."}, []string{"key", "effect", "action"}),
+		ClusterObjectWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "cluster_object_writes_total", Help: "Writes (create, update, delete) of clusters' namespaces, Leases and agent identities, by kind and operation."}, []string{"kind", "operation"}),
 		FleetGuardState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "fleet_guard_state", Help: "1 for the fleet guard's current state (Normal, PartialDisruption, FullDisruption)."}, []string{"state"}),
 		UnhealthyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
@@ -118,5 +125,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.RemedyActions, m.IngressBlockedClusters, m.IngressServingClusters)
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
+	reg.MustRegister(m.ClusterObjectWrites)
 	return m
 }
