@@ -5,15 +5,21 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/hub/app"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
@@ -22,6 +28,7 @@ import (
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	ingressctl "github.com/flotilla-io/flotilla/pkg/hub/ingress"
 	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
 )
 
@@ -265,5 +272,200 @@ func reportStatus(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Wor
 			Status: &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy}}
 		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
 		return err == nil, nil
+	})
+}
+
+// One owner per DNS name, with the whole hub and its DNS traffic manager
+// on a real apiserver: the oldest MultiClusterIngress owns a host, so a
+// newer one in another namespace (spelling the host differently, and
+// sending a forged creationTimestamp) adds nothing to its answers and is
+// told who owns it; a wildcard, older or not, never captures an exact host
+// owned elsewhere; deleting the owner hands the host to the next-oldest,
+// and re-creating it does not win it back.
+func TestDNSHostOwnership(t *testing.T) {
+	dnsAddr = freeUDPAndTCPAddr(t)
+	var kubeconfig string
+	ctx, fc := startHubWith(t, func(o *app.Options) {
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.DNSTrafficAddress = dnsAddr
+		kubeconfig = o.Kubeconfig
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	for _, name := range []string{"member1", "member2"} {
+		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setConditions(t, fc, name, map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue})
+	}
+	// Each team runs Service web on one cluster, behind its own load balancer.
+	teams := []struct{ ns, cluster, ip string }{{"team-a", "member1", "10.0.1.1"}, {"team-b", "member2", "10.0.2.2"}, {"team-c", "member2", "10.0.2.3"}}
+	for _, ns := range []string{"team-a", "team-b", "team-c", "team-d"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tm := range teams {
+		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: tm.ns},
+			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
+		if _, err := fc.WorkV1alpha1().ResourceTemplates(tm.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: tm.ns},
+			Spec: policyv1alpha1.PropagationSpec{
+				ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
+				Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{tm.cluster}}},
+			}}
+		if _, err := fc.PolicyV1alpha1().PropagationPolicies(tm.ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w := waitWork(t, fc, tm.cluster, tm.ns, workobjects.BindingName("Service", "web"), func(*unstructured.Unstructured) bool { return true })
+		reportStatus(t, fc, w, workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: tm.ns, Name: "web"},
+			fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, tm.ip))
+	}
+	ingress := func(ns, name string, hosts ...string) *networkingv1alpha1.MultiClusterIngress {
+		mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		for _, h := range hosts {
+			mci.Spec.Rules = append(mci.Spec.Rules, networkingv1.IngressRule{Host: h, IngressRuleValue: networkingv1.IngressRuleValue{
+				HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}})
+		}
+		return mci
+	}
+	var lastCreated time.Time
+	create := func(mci *networkingv1alpha1.MultiClusterIngress) {
+		t.Helper()
+		got, err := fc.NetworkingV1alpha1().MultiClusterIngresses(mci.Namespace).Create(ctx, mci, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastCreated = got.CreationTimestamp.Time
+	}
+	// creationTimestamp has one-second resolution (equal ones go by
+	// namespace/name): let the clock pass the last one so the next
+	// ingress is strictly newer.
+	nextSecond := func() { time.Sleep(time.Until(lastCreated.Add(time.Second + 50*time.Millisecond))) }
+
+	// team-c's wildcard first: it is the oldest ingress of all.
+	create(ingress("team-c", "wild", "*.example.com"))
+	waitDNS(t, "x.example.com", "10.0.2.3")
+	nextSecond()
+	create(ingress("team-a", "web", "web.example.com"))
+	waitHostsAdmitted(t, fc, "team-a", "web", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
+	waitDNS(t, "web.example.com", "10.0.1.1")
+	nextSecond()
+	// team-b claims team-a's host in another spelling, with a made-up old
+	// creation time (the apiserver ignores it), and a host of its own.
+	hostile := ingress("team-b", "web", "WEB.Example.com.", "b.example.com")
+	hostile.CreationTimestamp = metav1.NewTime(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	create(hostile)
+	// A second wildcard over the same suffix.
+	create(ingress("team-d", "wild", "*.EXAMPLE.com"))
+
+	cond := waitHostsAdmitted(t, fc, "team-b", "web", metav1.ConditionFalse, networkingv1alpha1.ReasonHostConflict)
+	if !strings.HasSuffix(cond.Message, ": web.example.com (owner team-a/web)") {
+		t.Fatalf("team-b's condition must name web.example.com and its owner team-a/web, and nothing else: %q", cond.Message)
+	}
+	cond = waitHostsAdmitted(t, fc, "team-d", "wild", metav1.ConditionFalse, networkingv1alpha1.ReasonHostConflict)
+	if !strings.Contains(cond.Message, "team-c/wild") || !strings.Contains(cond.Message, "*.example.com") {
+		t.Fatalf("team-d's condition must name team-c/wild and *.example.com: %q", cond.Message)
+	}
+	waitEvent(t, kube, "team-b", "web", corev1.EventTypeWarning, ingressctl.EventHostConflict, "team-a/web")
+	// The DNS server has team-b's address (its own host answers with it)...
+	waitDNS(t, "b.example.com", "10.0.2.2")
+	// ...and still serves team-a's alone for team-a's host, in any spelling;
+	// neither wildcard captures it, and the older wildcard keeps the rest.
+	for _, name := range []string{"web.example.com", "WEB.EXAMPLE.COM"} {
+		if got := resolve(t, name); !slices.Equal(got, []string{"10.0.1.1"}) {
+			t.Fatalf("%s answers %v, want team-a's 10.0.1.1 only", name, got)
+		}
+	}
+	if got := resolve(t, "x.example.com"); !slices.Equal(got, []string{"10.0.2.3"}) {
+		t.Fatalf("x.example.com answers %v, want team-c's 10.0.2.3 only", got)
+	}
+	// ANY gets one RRset (RFC 8482), and the owner's at that.
+	anyQ := new(dns.Msg)
+	anyQ.SetQuestion("web.example.com.", dns.TypeANY)
+	reply, _, err := new(dns.Client).Exchange(anyQ, dnsAddr)
+	if err != nil || reply.Rcode != dns.RcodeSuccess || len(reply.Answer) != 1 || reply.Answer[0].String() != "web.example.com.\t5\tIN\tA\t10.0.1.1" {
+		t.Fatalf("ANY web.example.com: %v %v", err, reply)
+	}
+	waitHostsAdmitted(t, fc, "team-a", "web", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
+	waitHostsAdmitted(t, fc, "team-c", "wild", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
+
+	// The owner goes: the next-oldest claimant takes the host over.
+	if err := fc.NetworkingV1alpha1().MultiClusterIngresses("team-a").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDNS(t, "web.example.com", "10.0.2.2")
+	waitHostsAdmitted(t, fc, "team-b", "web", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
+	waitEvent(t, kube, "team-b", "web", corev1.EventTypeNormal, ingressctl.EventHostsAdmitted, "")
+
+	// Re-created, team-a's ingress is the newest claimant: it does not win
+	// the host back.
+	nextSecond()
+	create(ingress("team-a", "web", "web.example.com"))
+	cond = waitHostsAdmitted(t, fc, "team-a", "web", metav1.ConditionFalse, networkingv1alpha1.ReasonHostConflict)
+	if !strings.Contains(cond.Message, "team-b/web") {
+		t.Fatalf("re-created team-a's condition must name team-b/web: %q", cond.Message)
+	}
+	waitDNS(t, "web.example.com", "10.0.2.2")
+	if got := resolve(t, "web.example.com"); !slices.Equal(got, []string{"10.0.2.2"}) {
+		t.Fatalf("web.example.com answers %v after team-a came back, want team-b's only", got)
+	}
+}
+
+// waitDNS waits until the hub's DNS traffic manager answers name with
+// exactly ips.
+func waitDNS(t *testing.T, name string, ips ...string) {
+	t.Helper()
+	var last []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
+		last = resolve(t, name)
+		return slices.Equal(last, ips), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: want answers %v, last %v: %v", name, ips, last, err)
+	}
+}
+
+// waitHostsAdmitted waits for an ingress's HostsAdmitted condition to have
+// status and reason for its current generation, and returns it.
+func waitHostsAdmitted(t *testing.T, fc flotillaclient.Interface, ns, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var last *metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+		mci, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = meta.FindStatusCondition(mci.Status.Conditions, networkingv1alpha1.ConditionHostsAdmitted)
+		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == mci.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s: want HostsAdmitted %s/%s, last %+v: %v", ns, name, status, reason, last, err)
+	}
+	return *last
+}
+
+// waitEvent waits for an event about the ingress ns/name of type and
+// reason whose message contains msg.
+func waitEvent(t *testing.T, kube kubernetes.Interface, ns, name, typ, reason, msg string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%s event %s on %s/%s", typ, reason, ns, name), func() (bool, error) {
+		events, err := kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.namespace": ns, "involvedObject.name": name, "reason": reason}.String()})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			if e.Type == typ && e.InvolvedObject.Kind == "MultiClusterIngress" && strings.Contains(e.Message, msg) {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 }
