@@ -108,7 +108,11 @@ func commands() map[string]*cobra.Command {
 	for _, sub := range hub.Commands() {
 		out["hub "+sub.Name()] = sub
 	}
-	out["agent"] = agentapp.NewAgentCommand()
+	agent := agentapp.NewAgentCommand()
+	out["agent"] = agent
+	for _, sub := range agent.Commands() {
+		out["agent "+sub.Name()] = sub
+	}
 	for _, cmd := range out {
 		cmd.InitDefaultHelpFlag()
 		cmd.InitDefaultVersionFlag()
