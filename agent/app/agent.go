@@ -7,6 +7,7 @@ package app
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
+	"github.com/flotilla-io/flotilla/pkg/agent/execution"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubtoken"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	"github.com/flotilla-io/flotilla/pkg/version"
@@ -64,6 +66,9 @@ type Options struct {
 	ConcurrentWorkSyncs int
 	OrphanGracePeriod   time.Duration
 	FieldManager        string
+	// Admin-level exceptions to what the agent refuses to apply.
+	AllowedSystemNamespaces []string
+	AllowFlotillaKinds      bool
 }
 
 // NewOptions returns the defaults (Karmada's where the flag exists there).
@@ -142,6 +147,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentWorkSyncs, "concurrent-work-syncs", o.ConcurrentWorkSyncs, "Works synced in parallel.")
 	fs.DurationVar(&o.OrphanGracePeriod, "orphan-grace-period", o.OrphanGracePeriod, "How long a managed member object whose Work vanished from the hub without its finalizer running is kept before it is deleted.")
 	fs.StringVar(&o.FieldManager, "field-manager", o.FieldManager, "Server-side apply field manager for objects applied to the member.")
+	fs.StringSliceVar(&o.AllowedSystemNamespaces, "allowed-system-namespaces", o.AllowedSystemNamespaces, "Protected namespaces (kube-system, kube-public, kube-node-lease, flotilla-system and --leader-elect-resource-namespace) that Works may nevertheless put objects in, or carry as Namespace objects. Default: none.")
+	fs.BoolVar(&o.AllowFlotillaKinds, "allow-flotilla-kinds", o.AllowFlotillaKinds, "Let Works carry objects of Flotilla's own API groups (flotilla.io and *.flotilla.io); refused by default.")
 	fs.StringVar(&o.DNSQuorum, "dns-quorum", o.DNSQuorum, "How many fresh node verdicts must fail to turn ServiceDomainNameResolutionReady False: all, majority, or a number of nodes.")
 }
 
@@ -210,6 +217,11 @@ func (o *Options) Validate() error {
 	}
 	if o.FieldManager == "" {
 		add("--field-manager must not be empty")
+	}
+	for _, ns := range o.AllowedSystemNamespaces {
+		if !slices.Contains(execution.ProtectedNamespaces(o.LeaderElection.ResourceNamespace), ns) {
+			add("--allowed-system-namespaces: %q is not a protected namespace (%s)", ns, strings.Join(execution.ProtectedNamespaces(o.LeaderElection.ResourceNamespace), ", "))
+		}
 	}
 	if _, err := dnsprobe.ParseQuorum(o.DNSQuorum); err != nil {
 		add("--dns-quorum: %v", err)

@@ -248,6 +248,8 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, member.Discovery(), execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
 			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder,
+			AgentNamespace: opts.LeaderElection.ResourceNamespace, AllowedSystemNamespaces: opts.AllowedSystemNamespaces,
+			AllowFlotillaKinds: opts.AllowFlotillaKinds,
 		})
 		workFactory.Start(ctx.Done())
 		defer workFactory.Shutdown()

@@ -49,6 +49,9 @@ type Metrics struct {
 	WorkStatusWrites *prometheus.CounterVec
 	// WorksInFlight is the number of Works being synced right now.
 	WorksInFlight prometheus.Gauge
+	// ManifestsRefused counts manifests the agent refused to apply, by
+	// reason (pkg/agent/execution admission), once per change of a Work.
+	ManifestsRefused *prometheus.CounterVec
 	// HubTokenExpiration is when the hub token this agent uses expires
 	// (Unix seconds; pkg/agent/hubtoken). Alert on it getting close.
 	HubTokenExpiration prometheus.Gauge
@@ -103,7 +106,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		WorkApplies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "manifest_applies_total",
-			Help: "Manifest outcomes by result: Applied, Unchanged, Conflict, InvalidManifest, KindNotServed, NotFound, ApplyFailed.",
+			Help: "Manifest outcomes by result: Created, Applied, Unchanged, Conflict, Refused, InvalidManifest, KindNotServed, NotFound, ApplyFailed.",
 		}, []string{"result"}),
 		WorkStatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "work_status_writes_total",
@@ -113,6 +116,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "works_in_flight",
 			Help: "Works being synced right now.",
 		}),
+		ManifestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "manifests_refused_total",
+			Help: "Manifests the agent refused to apply, by reason (ClusterScopedKind, NamespaceNotOfSource, ProtectedNamespace, FlotillaKind); counted once per change of the Work.",
+		}, []string{"reason"}),
 		HubTokenExpiration: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Subsystem: subsystem, Name: "hub_token_expiration_timestamp_seconds",
 			Help: "Expiry (Unix seconds) of the hub token this agent process uses; 0 when its hub credential is not a token it renews (client certificate, opaque token).",
@@ -124,7 +131,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.HubTokenExpiration, m.HubTokenRenewals)
 	reg.MustRegister(m.LeaderStepDowns)
-	reg.MustRegister(m.WorkApplyDuration, m.WorkApplies, m.WorkStatusWrites, m.WorksInFlight)
+	reg.MustRegister(m.WorkApplyDuration, m.WorkApplies, m.WorkStatusWrites, m.WorksInFlight, m.ManifestsRefused)
 	reg.MustRegister(m.Leader, m.ProbeDuration, m.ProbeResults, m.Condition, m.LeaseRenewals,
 		m.HubRequestErrors, m.StatusWrites, m.DNSVerdicts)
 	return m

@@ -4,14 +4,24 @@
 // deletes (or releases) what it applied when a Work goes away. Only the agent
 // leader runs it.
 //
-// Safety rules: an object without Flotilla's managed label is never changed
-// (unless its Work says Overwrite) and never deleted; nothing is deleted
-// because the hub is unreachable; an object whose Work vanished from the hub
-// without the finalizer running is deleted only after a long grace period.
+// Safety rules: a manifest is refused (never applied, never deleted) when
+// the Work's source, as the hub recorded it, may not produce it or when it
+// targets a protected namespace or a Flotilla kind (admission.go); a missing
+// object is created with Create, never by an apply on a cached "absent", and
+// every later write carries the UID it was decided on; an object without
+// Flotilla's managed label is never changed (unless its Work says Overwrite);
+// only an object the agent created is ever deleted, an adopted one is only
+// released; a namespace the agent created on the way is never deleted;
+// nothing is deleted because the hub is unreachable; an object whose Work
+// vanished from the hub without the finalizer running is deleted (or
+// released) only after a long grace period. The hub adds the execution
+// finalizer when it creates a Work; the agent only ever removes it and
+// applies nothing before it is there.
 package execution
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -58,6 +69,13 @@ const (
 	// the member objects are left exactly as they are.
 	ReasonSuspendDispatching = "SuspendDispatching"
 	ReasonDispatching        = "Dispatching"
+	// ReasonRefused: at least one manifest was refused (admission.go);
+	// it is not retried until the Work changes.
+	ReasonRefused = "Refused"
+	// ReasonWaitingForFinalizer: the Work lacks the execution finalizer
+	// the hub adds, so nothing is applied yet (without it the agent could
+	// not clean up after the Work).
+	ReasonWaitingForFinalizer = "WaitingForFinalizer"
 )
 
 // Options configure a Controller.
@@ -74,6 +92,15 @@ type Options struct {
 	Clock             clock.Clock
 	Metrics           *agentmetrics.Metrics
 	Recorder          record.EventRecorder
+	// AgentNamespace is the agent's own namespace on the member (its
+	// leader-election namespace): protected like SystemNamespaces.
+	AgentNamespace string
+	// AllowedSystemNamespaces are protected namespaces that Works may
+	// nevertheless target (--allowed-system-namespaces).
+	AllowedSystemNamespaces []string
+	// AllowFlotillaKinds lets Works carry flotilla.io kinds
+	// (--allow-flotilla-kinds).
+	AllowFlotillaKinds bool
 }
 
 // Controller applies the Works of one cluster.
@@ -87,6 +114,13 @@ type Controller struct {
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
 	objects    *objectWatcher
 	queue      workqueue.TypedRateLimitingInterface[string]
+	admission  admission
+	// beforeWriteHook, when set (tests only), runs right before each write
+	// to a member object, between the decision and the write.
+	beforeWriteHook func(op string, obj *unstructured.Unstructured)
+	// refusals maps a Work name to the refusals last reported for it, so
+	// each is counted and announced once per change of the Work.
+	refusals sync.Map
 
 	namespaces sync.Map // namespaces known to exist on the member
 	// written maps a Work name to the Work our last status write returned
@@ -123,6 +157,7 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 			), workqueue.TypedRateLimitingQueueConfig[string]{Name: "work"}),
 		orphanSince: map[string]time.Time{},
 		stopCh:      make(chan struct{}),
+		admission:   newAdmission(opts.AgentNamespace, opts.AllowedSystemNamespaces, opts.AllowFlotillaKinds),
 	}
 	c.objects = newObjectWatcher(member, memberMetadata, c.stopCh, c.onMemberEvent)
 	_, _ = works.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -131,6 +166,12 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 		DeleteFunc: c.enqueueWork,
 	})
 	return c
+}
+
+func (c *Controller) beforeWrite(op string, obj *unstructured.Unstructured) {
+	if c.beforeWriteHook != nil {
+		c.beforeWriteHook(op, obj)
+	}
 }
 
 func (c *Controller) enqueueWork(obj any) {
@@ -230,6 +271,7 @@ func (e errRetry) Error() string { return "manifests failed: " + strings.Join(e.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	work, err := c.works.Works(c.opts.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.refusals.Delete(name)
 		return nil
 	}
 	if err != nil {
@@ -246,11 +288,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return c.release(ctx, work)
 	}
 	if !slices.Contains(work.Finalizers, workv1alpha1.ExecutionFinalizer) {
-		updated := work.DeepCopy()
-		updated.Finalizers = append(updated.Finalizers, workv1alpha1.ExecutionFinalizer)
-		// The update event brings the Work back with the finalizer.
-		_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
-		return err
+		// The hub adds the finalizer when it creates a Work; the agent
+		// may only remove it. The update that adds it requeues the Work.
+		return c.waitForFinalizer(ctx, work)
 	}
 
 	if ptr.Deref(work.Spec.SuspendDispatching, false) {
@@ -259,7 +299,17 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	start := c.opts.Clock.Now()
 	results := make([]manifestResult, len(work.Spec.Workload.Manifests))
-	for i := range work.Spec.Workload.Manifests {
+	// Namespaces first, so a Namespace the Work lists is created by it
+	// (and is its to delete) rather than auto-created for its contents.
+	order := make([]int, 0, len(results))
+	for _, namespaces := range []bool{true, false} {
+		for i := range work.Spec.Workload.Manifests {
+			if isNamespaceManifest(work.Spec.Workload.Manifests[i]) == namespaces {
+				order = append(order, i)
+			}
+		}
+	}
+	for _, i := range order {
 		results[i] = c.apply(ctx, work, i)
 		if m := c.opts.Metrics; m != nil {
 			m.WorkApplies.WithLabelValues(results[i].outcome).Inc()
@@ -268,14 +318,21 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if m := c.opts.Metrics; m != nil {
 		m.WorkApplyDuration.Observe(c.opts.Clock.Since(start).Seconds())
 	}
+	c.reportRefusals(work, results)
+	dropErr := c.removeDropped(ctx, work, results)
 	if err := c.writeStatus(ctx, work, results); err != nil {
 		return err
 	}
 	var failed []string
 	for _, r := range results {
-		if !r.ok() && r.outcome != OutcomeConflict {
+		// Conflicts wait for a member event or a Work change, refusals
+		// for a Work change: retrying them would change nothing.
+		if !r.ok() && r.outcome != OutcomeConflict && r.outcome != OutcomeRefused {
 			failed = append(failed, describe(r))
 		}
+	}
+	if dropErr != nil {
+		failed = append(failed, dropErr.Error())
 	}
 	if len(failed) > 0 {
 		return errRetry{failed: failed}
@@ -283,12 +340,69 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	return nil
 }
 
+// isNamespaceManifest reports whether a manifest is a core Namespace.
+func isNamespaceManifest(m workv1alpha1.Manifest) bool {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	return json.Unmarshal(m.Raw, &head) == nil && head.APIVersion == "v1" && head.Kind == "Namespace"
+}
+
+// waitForFinalizer says in the Work's Applied condition that nothing is
+// applied until the hub has added the execution finalizer. The status is
+// written only when it changes, and status writes do not requeue the Work.
+func (c *Controller) waitForFinalizer(ctx context.Context, work *workv1alpha1.Work) error {
+	status := work.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionUnknown,
+		Reason: ReasonWaitingForFinalizer, Message: fmt.Sprintf("nothing is applied until the hub adds the %s finalizer", workv1alpha1.ExecutionFinalizer),
+		ObservedGeneration: work.Generation, LastTransitionTime: metav1.NewTime(c.opts.Clock.Now())})
+	_, err := c.putStatus(ctx, work, status)
+	return err
+}
+
+// reportRefusals counts and announces (a Warning event on the Work) the
+// refused manifests once per change of the Work or of its refusals, not on
+// every sync.
+func (c *Controller) reportRefusals(work *workv1alpha1.Work, results []manifestResult) {
+	var refused []manifestResult
+	for _, r := range results {
+		if r.outcome == OutcomeRefused {
+			refused = append(refused, r)
+		}
+	}
+	if len(refused) == 0 {
+		c.refusals.Delete(work.Name)
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d", work.UID, work.Generation)
+	descriptions := make([]string, 0, len(refused))
+	for _, r := range refused {
+		fmt.Fprintf(&b, "/%d:%s", r.identifier.Ordinal, r.refusal)
+		descriptions = append(descriptions, describe(r))
+	}
+	if last, ok := c.refusals.Load(work.Name); ok && last.(string) == b.String() {
+		return
+	}
+	c.refusals.Store(work.Name, b.String())
+	if m := c.opts.Metrics; m != nil {
+		for _, r := range refused {
+			m.ManifestsRefused.WithLabelValues(r.refusal).Inc()
+		}
+	}
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(work, "Warning", ReasonRefused,
+			bounded(fmt.Sprintf("%d of %d manifests refused: %s", len(refused), len(results), strings.Join(descriptions, "; "))))
+	}
+}
+
 // writeStatus reports the results, writing only when something changed.
 func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, results []manifestResult) error {
 	status := work.Status.DeepCopy()
 	now := metav1.NewTime(c.opts.Clock.Now())
 	status.ManifestStatuses = make([]workv1alpha1.ManifestStatus, 0, len(results))
-	var failed, conflicts, unhealthy []string
+	var failed, conflicts, refused, unhealthy []string
 	for _, r := range results {
 		ms := workv1alpha1.ManifestStatus{Identifier: r.identifier, Health: workv1alpha1.ResourceUnknown}
 		if r.live != nil {
@@ -301,6 +415,8 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 			}
 		} else if r.outcome == OutcomeConflict {
 			conflicts = append(conflicts, describe(r))
+		} else if r.outcome == OutcomeRefused {
+			refused = append(refused, describe(r))
 		} else {
 			failed = append(failed, describe(r))
 		}
@@ -309,6 +425,9 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	applied := metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
 		Reason: ReasonAppliedSuccessful, Message: fmt.Sprintf("%d manifests applied", len(results)), ObservedGeneration: work.Generation, LastTransitionTime: now}
 	switch {
+	case len(refused) > 0:
+		applied.Status, applied.Reason = metav1.ConditionFalse, ReasonRefused
+		applied.Message = bounded(fmt.Sprintf("%d of %d manifests refused: %s", len(refused), len(results), strings.Join(append(refused, append(failed, conflicts...)...), "; ")))
 	case len(failed) > 0:
 		applied.Status, applied.Reason = metav1.ConditionFalse, ReasonAppliedFailed
 		applied.Message = bounded(fmt.Sprintf("%d of %d manifests failed: %s", len(failed)+len(conflicts), len(results), strings.Join(append(failed, conflicts...), "; ")))
@@ -335,8 +454,9 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	if err != nil || !written || c.opts.Recorder == nil {
 		return err
 	}
-	if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); before == nil ||
-		before.Status != applied.Status || before.Reason != applied.Reason {
+	// Refusals have their own event (reportRefusals).
+	if before := meta.FindStatusCondition(work.Status.Conditions, workv1alpha1.WorkConditionApplied); applied.Reason != ReasonRefused && (before == nil ||
+		before.Status != applied.Status || before.Reason != applied.Reason) {
 		eventType := "Normal"
 		if applied.Status != metav1.ConditionTrue {
 			eventType = "Warning"
@@ -388,61 +508,171 @@ func (c *Controller) suspend(ctx context.Context, work *workv1alpha1.Work) error
 }
 
 // release runs when a Work is being deleted: it deletes the member objects
-// this Work manages (or strips Flotilla's marks when the Work preserves
-// them), then removes the finalizer.
+// this Work created and releases (strips Flotilla's marks from) those it
+// adopted, or releases all of them when the Work preserves them; then it
+// removes the finalizer. Objects of refused manifests are not touched.
 func (c *Controller) release(ctx context.Context, work *workv1alpha1.Work) error {
 	if !slices.Contains(work.Finalizers, workv1alpha1.ExecutionFinalizer) {
 		return nil
 	}
-	logger := klog.FromContext(ctx).WithValues("work", klog.KObj(work))
-	preserve := ptr.Deref(work.Spec.PreserveResourcesOnDeletion, false)
+	c.refusals.Delete(work.Name)
+	skip := map[string]bool{}
+	var current []ownedObject
 	for i := range work.Spec.Workload.Manifests {
-		desired, mapping, res := c.decode(work.Spec.Workload.Manifests[i], i)
+		desired, mapping, res := c.decode(work, i)
+		if res.refusal != "" {
+			skip[res.key()] = true
+		}
 		if res.err != nil {
-			continue // never applied, nothing to release
+			continue // never applied; applied earlier, the status or cache knows it
 		}
-		client := c.member.Resource(mapping.Resource).Namespace(desired.GetNamespace())
-		live, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+		skip[res.key()] = true // read fresh below
+		live, err := c.getLive(ctx, mapping.Resource, desired.GetNamespace(), desired.GetName())
 		if err != nil {
 			return err
 		}
-		if workOf(live) != workKey(work) {
-			continue // not ours: never touched
+		if live != nil && workOf(live) == workKey(work) {
+			current = append(current, ownedObject{gvr: mapping.Resource, obj: live})
 		}
-		if preserve {
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null,%q:null,%q:null}}}`,
-				workv1alpha1.LabelManaged, workv1alpha1.AnnotationWorkNamespace, workv1alpha1.AnnotationWorkName, workv1alpha1.AnnotationManifestHash)
-			if _, err := client.Patch(ctx, live.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-			logger.V(2).Info("Released member object", "kind", live.GetKind(), "object", klog.KObj(live))
-			continue
-		}
-		err = client.Delete(ctx, live.GetName(), metav1.DeleteOptions{
-			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-			Preconditions:     &metav1.Preconditions{UID: ptr.To(live.GetUID())},
-		})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	}
+	others, err := c.ownedBy(ctx, work, skip)
+	if err != nil {
+		return err
+	}
+	preserve := ptr.Deref(work.Spec.PreserveResourcesOnDeletion, false)
+	for _, o := range append(current, others...) {
+		if err := c.releaseOrDelete(ctx, work, o, preserve); err != nil {
 			return err
 		}
-		logger.V(2).Info("Deleted member object", "kind", live.GetKind(), "object", klog.KObj(live))
 	}
 	updated := work.DeepCopy()
 	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })
-	_, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	_, err = c.hub.WorkV1alpha1().Works(c.opts.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
 }
 
-// sweepOrphans deletes managed member objects whose Work is gone from the
-// hub for longer than the grace period. The Work lister only loses a Work
-// when the hub itself says it is gone (an unreachable hub leaves the cache
-// as it was), and the grace period covers a hub restored from an old backup.
+// removeDropped deletes (if this Work created them) or releases the member
+// objects that carry this Work's marks but are no longer among its
+// manifests. It does nothing while a manifest cannot be decoded: an object
+// whose manifest is unreadable must not look dropped.
+func (c *Controller) removeDropped(ctx context.Context, work *workv1alpha1.Work, results []manifestResult) error {
+	keep := map[string]bool{}
+	for _, r := range results {
+		if !r.decoded {
+			return nil
+		}
+		keep[r.key()] = true
+	}
+	dropped, err := c.ownedBy(ctx, work, keep)
+	if err != nil {
+		return err
+	}
+	preserve := ptr.Deref(work.Spec.PreserveResourcesOnDeletion, false)
+	for _, o := range dropped {
+		if err := c.releaseOrDelete(ctx, work, o, preserve); err != nil {
+			return fmt.Errorf("dropped manifest %s %s: %w", o.obj.GetKind(), displayName(o.obj), err)
+		}
+	}
+	return nil
+}
+
+// ownedBy finds the member objects that carry work's marks, except those
+// whose identity is in skip: the ones its status reports (it knows the
+// resources of earlier manifests, even when no watch runs for them since a
+// restart) and the ones the managed-object caches hold.
+func (c *Controller) ownedBy(ctx context.Context, work *workv1alpha1.Work, skip map[string]bool) ([]ownedObject, error) {
+	key := workKey(work)
+	seen := map[string]bool{}
+	var out []ownedObject
+	add := func(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
+		if obj == nil || workOf(obj) != key {
+			return
+		}
+		k := liveKey(obj)
+		if skip[k] || seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, ownedObject{gvr: gvr, obj: obj})
+	}
+	for _, ms := range work.Status.ManifestStatuses {
+		id := ms.Identifier
+		if id.Resource == "" || id.Name == "" || skip[identityKey(id.Group, id.Kind, id.Namespace, id.Name)] {
+			continue
+		}
+		// A kind the member no longer serves has no objects (and gets no
+		// watch that could only fail).
+		mapping, err := c.mapper.RESTMapping(schema.GroupKind{Group: id.Group, Kind: id.Kind}, id.Version)
+		if err != nil || mapping.Resource.Resource != id.Resource {
+			continue
+		}
+		obj, err := c.get(ctx, mapping.Resource, id.Namespace, id.Name)
+		if err != nil {
+			return nil, err
+		}
+		gvr := mapping.Resource
+		if obj != nil {
+			add(gvr, obj)
+		}
+	}
+	for _, o := range c.objects.byWork(key) {
+		add(o.gvr, o.obj)
+	}
+	return out, nil
+}
+
+// releaseOrDelete deletes a member object that Flotilla created (unless
+// preserve) and otherwise strips Flotilla's marks from it. Both writes are
+// preconditioned on the UID and resourceVersion that were read, so an object
+// changed or re-created meanwhile is decided again, never hit blindly.
+func (c *Controller) releaseOrDelete(ctx context.Context, work *workv1alpha1.Work, o ownedObject, preserve bool) error {
+	logger := klog.FromContext(ctx).WithValues("work", klog.KObj(work), "resource", o.gvr.String(), "object", klog.KObj(o.obj))
+	client := c.member.Resource(o.gvr).Namespace(o.obj.GetNamespace())
+	if !preserve && createdByFlotilla(o.obj) {
+		c.beforeWrite("delete", o.obj)
+		err := client.Delete(ctx, o.obj.GetName(), metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+			Preconditions:     &metav1.Preconditions{UID: ptr.To(o.obj.GetUID()), ResourceVersion: ptr.To(o.obj.GetResourceVersion())},
+		})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			logger.V(2).Info("Deleted member object Flotilla created")
+		}
+		return err
+	}
+	annotations := map[string]any{}
+	for _, k := range markAnnotations {
+		annotations[k] = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": o.obj.GetUID(), "resourceVersion": o.obj.GetResourceVersion(),
+		"labels": map[string]any{workv1alpha1.LabelManaged: nil}, "annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	c.beforeWrite("release", o.obj)
+	released, err := client.Patch(ctx, o.obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) || isUIDMismatch(err) {
+		return nil // gone, or another object now: not ours
+	}
+	if err == nil {
+		c.objects.recordWrite(released)
+		logger.V(2).Info("Released member object (Flotilla's marks removed)")
+	}
+	return err
+}
+
+// sweepOrphans deletes (or releases, if Flotilla did not create them)
+// managed member objects whose Work is gone from the hub for longer than the
+// grace period. The Work lister only loses a Work when the hub itself says it
+// is gone (an unreachable hub leaves the cache as it was), and the grace
+// period covers a hub restored from an old backup. Auto-created namespaces
+// carry no Work's marks and are never swept.
 func (c *Controller) sweepOrphans(ctx context.Context) {
 	if !c.worksSync() {
 		return
@@ -470,14 +700,14 @@ func (c *Controller) sweepOrphans(ctx context.Context) {
 			if now.Sub(since) < c.opts.OrphanGracePeriod {
 				continue
 			}
-			err := c.member.Resource(gvr).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
-				PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-				Preconditions:     &metav1.Preconditions{UID: ptr.To(obj.GetUID())},
-			})
-			if err == nil || apierrors.IsNotFound(err) {
-				klog.FromContext(ctx).Info("Deleted orphaned member object: its Work is gone from the hub",
-					"resource", gvr.String(), "object", klog.KObj(obj), "work", a[workv1alpha1.AnnotationWorkName], "orphanedFor", now.Sub(since).Round(time.Second))
+			gone := &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Namespace: c.opts.Namespace, Name: a[workv1alpha1.AnnotationWorkName]}}
+			if err := c.releaseOrDelete(ctx, gone, ownedObject{gvr: gvr, obj: obj}, false); err != nil {
+				klog.FromContext(ctx).V(2).Info("Orphaned member object not swept yet", "resource", gvr.String(), "object", klog.KObj(obj), "err", err)
+				continue
 			}
+			klog.FromContext(ctx).Info("Swept orphaned member object: its Work is gone from the hub",
+				"resource", gvr.String(), "object", klog.KObj(obj), "work", a[workv1alpha1.AnnotationWorkName],
+				"createdByFlotilla", createdByFlotilla(obj), "orphanedFor", now.Sub(since).Round(time.Second))
 		}
 	}
 	c.orphanMu.Lock()

@@ -83,6 +83,7 @@ func (w *objectWatcher) informer(gvr schema.GroupVersionResource) (cache.SharedI
 	inf, ok := w.informers[gvr]
 	if !ok {
 		inf = w.factory.ForResource(gvr).Informer()
+		_ = inf.AddIndexers(cache.Indexers{byWorkIndex: indexByWork})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			// Adds are the initial list (every Work is synced at start
 			// anyway) or our own creations: no work to do.
@@ -133,6 +134,47 @@ func (w *objectWatcher) cached(gvr schema.GroupVersionResource, namespace, name 
 		return nil, false, true
 	}
 	return obj.(*unstructured.Unstructured), true, true
+}
+
+// byWorkIndex indexes managed objects by "<namespace>/<name>" of their Work.
+const byWorkIndex = "work"
+
+func indexByWork(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	if key := workOf(u); key != "" {
+		return []string{key}, nil
+	}
+	return nil, nil
+}
+
+// ownedObject is a cached managed object with its resource.
+type ownedObject struct {
+	gvr schema.GroupVersionResource
+	obj *unstructured.Unstructured
+}
+
+// byWork lists the cached objects of every synced resource that carry the
+// marks of Work workKey ("<namespace>/<name>").
+func (w *objectWatcher) byWork(workKey string) []ownedObject {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []ownedObject
+	for gvr, inf := range w.informers {
+		if !inf.HasSynced() {
+			continue
+		}
+		objs, err := inf.GetIndexer().ByIndex(byWorkIndex, workKey)
+		if err != nil {
+			continue
+		}
+		for _, obj := range objs {
+			out = append(out, ownedObject{gvr: gvr, obj: obj.(*unstructured.Unstructured)})
+		}
+	}
+	return out
 }
 
 // all lists every cached managed object of every watched resource.
