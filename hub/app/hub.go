@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
@@ -274,7 +276,10 @@ func Run(ctx context.Context, opts *Options) error {
 		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
-		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder)
+		// The detector re-checks each template's scope against the host's
+		// discovery (cached; refreshed at most once a minute on a miss).
+		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
+			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute))
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder})

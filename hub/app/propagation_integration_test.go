@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/hub/app"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
@@ -472,4 +473,190 @@ func storeWithoutPlaintextRule(t *testing.T, env *testenv.Env, create func() err
 		return err == nil, nil
 	})
 	setRules(orig)
+}
+
+// The hub re-checks what a template holds, for when the admission policy is
+// not there (installed without it, or added after the templates): a
+// cluster-scoped kind or another namespace in a ResourceTemplate, a
+// namespaced kind in a ClusterResourceTemplate get no binding and a
+// condition saying why; a template that turns into such an object keeps its
+// existing binding and Works exactly as they were; the host's discovery is
+// re-read for a kind installed after the hub started.
+func TestDetectorRefusesWhatATemplateMayNotHold(t *testing.T) {
+	env, ctx, fc := startHubEnv(t, nil)
+	// An install without the template policy.
+	if err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "flotilla-template-namespace", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns := "default"
+	crb := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"settings"},
+"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"Group","name":"system:authenticated"}]}`
+	waitUntil(t, "the template policy is gone", func() (bool, error) {
+		_, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "probe", crb), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, nil
+	})
+	if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	everything := policyv1alpha1.PropagationSpec{
+		ResourceSelectors: []policyv1alpha1.ResourceSelector{
+			{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}, {APIVersion: "example.com/v1", Kind: "Widget"},
+			{APIVersion: "example.com/v1", Kind: "Gadget"}, {APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}},
+		Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}},
+	}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, &policyv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "everything", Namespace: ns}, Spec: everything}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, &policyv1alpha1.ClusterPropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "everything"}, Spec: everything}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A ConfigMap is bound and rendered; the hub has read discovery now.
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "settings",
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings"},"data":{"a":"b"}}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cmBinding := workobjects.BindingName("ConfigMap", "settings")
+	waitWork(t, fc, "member1", ns, cmBinding, func(obj *unstructured.Unstructured) bool { return obj.GetKind() == "ConfigMap" })
+
+	refused := func(tmplNS, name, want string) {
+		t.Helper()
+		waitUntil(t, "template "+name+" refused: "+want, func() (bool, error) {
+			var conds []metav1.Condition
+			if tmplNS == "" {
+				got, err := fc.WorkV1alpha1().ClusterResourceTemplates().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				conds = got.Status.Conditions
+			} else {
+				got, err := fc.WorkV1alpha1().ResourceTemplates(tmplNS).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				conds = got.Status.Conditions
+			}
+			c := meta.FindStatusCondition(conds, workobjects.TemplateConditionPropagated)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "ManifestScopeRefused" && strings.Contains(c.Message, want), nil
+		})
+	}
+	noBinding := func(bindingNS, name string) {
+		t.Helper()
+		var err error
+		if bindingNS == "" {
+			_, err = fc.WorkV1alpha1().ClusterResourceBindings().Get(ctx, name, metav1.GetOptions{})
+		} else {
+			_, err = fc.WorkV1alpha1().ResourceBindings(bindingNS).Get(ctx, name, metav1.GetOptions{})
+		}
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("binding %s/%s: want none, got %v", bindingNS, name, err)
+		}
+	}
+
+	// A cluster-scoped kind in a ResourceTemplate.
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "escalate", crb), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused(ns, "escalate", "rbac.authorization.k8s.io/v1 ClusterRoleBinding is cluster-scoped")
+	noBinding(ns, workobjects.BindingName("ClusterRoleBinding", "settings"))
+	waitUntil(t, "Warning event on the template", func() (bool, error) {
+		events, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=escalate,type=Warning"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, "cluster-scoped") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// A manifest of another namespace.
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "elsewhere",
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"elsewhere","namespace":"kube-system"}}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused(ns, "elsewhere", `"kube-system" is not the template's namespace "default"`)
+	noBinding(ns, workobjects.BindingName("ConfigMap", "elsewhere"))
+
+	// A namespaced kind in a ClusterResourceTemplate.
+	crt := &workv1alpha1.ClusterResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "cm"},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"}}`)}}}}
+	if _, err := fc.WorkV1alpha1().ClusterResourceTemplates().Create(ctx, crt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused("", "cm", "v1 ConfigMap is namespaced")
+	noBinding("", workobjects.BindingName("ConfigMap", "cm"))
+
+	// A kind installed on the host after the hub read discovery: found.
+	gadgets := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: apiextensionsv1.ClusterScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+					XPreserveUnknownFields: ptr.To(true)}}}}}}
+	if _, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Create(ctx, gadgets, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "gadgets served", func() (bool, error) {
+		_, err := env.Kube.Discovery().ServerResourcesForGroupVersion("example.com/v1")
+		return err == nil, nil
+	})
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "gadget",
+		`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g"}}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused(ns, "gadget", "example.com/v1 Gadget is cluster-scoped")
+
+	// A kind the host does not serve at all is not refused by the hub (the
+	// member decides; the agent re-checks what it applies).
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "widget",
+		`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}`), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, fc, ns, workobjects.BindingName("Widget", "w"), map[string]int32{"member1": 0})
+
+	// The bound ConfigMap template turns into a ClusterRoleBinding: refused,
+	// and its binding and Work stay exactly as they were.
+	waitUntil(t, "settings template turned into a ClusterRoleBinding", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "settings", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur.Spec.Manifest.Raw = []byte(crb)
+		_, err = fc.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	refused(ns, "settings", "the existing binding "+cmBinding+" (ConfigMap settings) is kept as it was")
+	noBinding(ns, workobjects.BindingName("ClusterRoleBinding", "settings"))
+	rb, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, cmBinding, metav1.GetOptions{})
+	if err != nil || rb.DeletionTimestamp != nil || rb.Spec.Resource.Kind != "ConfigMap" {
+		t.Fatalf("the existing binding must be kept as it was: %+v %v", rb, err)
+	}
+	// Resync the binding (a label change is an update event) and check the
+	// Work still holds the ConfigMap: the binding controller renders only
+	// the object the detector bound.
+	rb.Labels["touch"] = "1"
+	if _, err := fc.WorkV1alpha1().ResourceBindings(ns).Update(ctx, rb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		w, err := fc.WorkV1alpha1().Works("flotilla-es-member1").Get(ctx, workobjects.WorkName(ns, cmBinding), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return manifestOf(t, w).GetKind() != "ConfigMap", nil
+	})
+	if err == nil {
+		t.Fatal("the refused ClusterRoleBinding reached the Work of the old binding")
+	}
+}
+
+func rtOf(ns, name, manifest string) *workv1alpha1.ResourceTemplate {
+	return &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(manifest)}}}}
 }

@@ -241,6 +241,12 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if err != nil {
 		return nil // the detector reports it on the template
 	}
+	if !boundObject(binding.Spec.Resource, obj) {
+		// The template now holds another object than the one the detector
+		// bound (and checked): the detector re-binds it, or says on the
+		// template why not. Until then the Works stay as they are.
+		return nil
+	}
 	overrideErrs, wants, err := c.syncWorks(ctx, binding, obj)
 	if err != nil {
 		if !apierrors.IsConflict(err) {

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/util/overrides"
 )
 
@@ -92,4 +93,11 @@ func checkIdentity(template, rendered *unstructured.Unstructured, applied *overr
 		return nil
 	}
 	return &identityError{changes: changes, overrides: culprits(applied)}
+}
+
+// boundObject reports whether obj is the object the binding names: the
+// binding controller renders only what the detector bound.
+func boundObject(ref workv1alpha1.ObjectReference, obj *unstructured.Unstructured) bool {
+	return ref.APIVersion == obj.GetAPIVersion() && ref.Kind == obj.GetKind() &&
+		ref.Namespace == obj.GetNamespace() && ref.Name == obj.GetName()
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -59,12 +60,18 @@ type Controller struct {
 	policies        policylisters.PropagationPolicyLister
 	clusterPolicies policylisters.ClusterPropagationPolicyLister
 	recorder        record.EventRecorder
+	scope           ScopeFunc
 	synced          []cache.InformerSynced
 	queue           workqueue.TypedRateLimitingInterface[string]
 }
 
-// NewController wires the detector to factory's informers.
-func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+// NewController wires the detector to factory's informers. scope (HostScope
+// on the hub) tells whether a kind is namespaced; nil knows no kind, so only
+// the namespace is checked.
+func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, recorder record.EventRecorder, scope ScopeFunc) *Controller {
+	if scope == nil {
+		scope = func(schema.GroupVersionKind) (bool, bool) { return false, false }
+	}
 	work := factory.Work().V1alpha1()
 	policy := factory.Policy().V1alpha1()
 	rt, crt := work.ResourceTemplates(), work.ClusterResourceTemplates()
@@ -79,6 +86,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		policies:        pp.Lister(),
 		clusterPolicies: cpp.Lister(),
 		recorder:        recorder,
+		scope:           scope,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "detector"}),
 	}
@@ -165,6 +173,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonInvalidManifest, err.Error())
 	}
+	namespaced, known := c.scope(obj.GroupVersionKind())
+	if problem := scopeProblem(tmpl.Namespace, obj, namespaced, known); problem != "" {
+		// Nothing new is bound. A binding made before (e.g. before the
+		// admission policy was installed) is neither changed nor deleted:
+		// deleting it would delete the object on every member, which is
+		// the owner's call; the binding controller renders only the object
+		// its binding names, so the refused one never reaches a Work.
+		binding := c.ownedBinding(key)
+		msg := problem + "; not propagated"
+		if binding != nil {
+			msg += fmt.Sprintf("; the existing binding %s (%s %s) is kept as it was", binding.Name, binding.Spec.Resource.Kind, binding.Spec.Resource.Name)
+		}
+		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonManifestScope, msg)
+	}
 	bindingName := workobjects.BindingName(obj.GetKind(), obj.GetName())
 	policy, policyLabels := c.matchPolicy(tmpl.Namespace, obj)
 	if policy == nil {
@@ -187,6 +209,22 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	return c.setPropagated(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels))
+}
+
+// ownedBinding returns a binding the template of key controls, if any.
+func (c *Controller) ownedBinding(key string) *workv1alpha1.ResourceBinding {
+	for _, indexer := range c.bindingIndexers {
+		objs, _ := indexer.ByIndex(workobjects.OwnerTemplateIndex, key)
+		for _, o := range objs {
+			switch b := o.(type) {
+			case *workv1alpha1.ResourceBinding:
+				return b
+			case *workv1alpha1.ClusterResourceBinding:
+				return workobjects.FromClusterBinding(b)
+			}
+		}
+	}
+	return nil
 }
 
 func bindingKey(ns, name string) string {
