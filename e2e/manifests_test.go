@@ -53,7 +53,8 @@ var _ = Describe("Manifests", func() {
 	It("are accepted by a member's apiserver (server-side dry run of kustomize/agent/overlays/member1)", func(ctx SpecContext) {
 		accepted := dryRunApply(ctx, env.Members[0].Context, "kustomize/agent/overlays/member1")
 		Expect(kindsOf(accepted)).To(ContainElements("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-			"Role", "RoleBinding", "DaemonSet", "Secret"))
+			"Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "DaemonSet", "Secret",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
 	})
 
 	It("let the hub's ServiceAccount grant agents their rules, and keep its writes to Flotilla's namespaces and names", func(ctx SpecContext) {

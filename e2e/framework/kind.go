@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,17 +60,22 @@ const (
 	kindAgentMetricsNodePort = 30180
 	kindMemberDNSNodePort    = 30153
 
-	// kindAgentStoppedLabel on a member node keeps the agent DaemonSet off
-	// it: the provider adds a DoesNotExist node affinity on it to the
-	// DaemonSet, so "stop agent-member1-0" is "label the node".
+	// kindAgentStoppedLabel on a member node keeps the agent Deployment's
+	// pods off it: the provider adds a DoesNotExist node affinity on it to
+	// the Deployment (one replica per node, kept apart by the manifest's
+	// anti-affinity), so "stop agent-member1-0" is "label the node and
+	// delete its pod" (the replacement stays Pending until "start").
 	kindAgentStoppedLabel = "flotilla.io/e2e-agent-stopped"
 	// kindReplicasAnnotation remembers the replicas of a Deployment the
 	// provider scaled to zero ("stop coredns-member1", "stop hub").
 	kindReplicasAnnotation = "flotilla.io/e2e-replicas"
 	kindEndpointsService   = "flotilla-e2e-endpoints"
-	kindDNSService         = "flotilla-e2e-dns"
-	kindHubDNSPort         = 5353
-	kindAPIServerPort      = 6443
+	// kindDNSProbeDaemonSet is the agent's per-node DNS probe
+	// (manifests/agent), restarted with the agent on a reused cluster.
+	kindDNSProbeDaemonSet = "flotilla-dns-probe"
+	kindDNSService        = "flotilla-e2e-dns"
+	kindHubDNSPort        = 5353
+	kindAPIServerPort     = 6443
 )
 
 // kindFastHubFlags are what hack/local-up.sh passes the hub with FAST=1,
@@ -192,8 +198,8 @@ func (s kindSettings) hubClusterConfig() *kindv1alpha4.Cluster {
 }
 
 // memberClusterConfig is member i's kind cluster: s.Nodes nodes, all
-// schedulable (the control plane is not tainted, so the agent DaemonSet and
-// the specs' workloads run on every node), labelled with the member's
+// schedulable (the control plane is not tainted, so the agent pods, the DNS
+// probe DaemonSet and the specs' workloads run on every node), labelled with the member's
 // region and a zone like local's fake nodes; each publishes its agent's
 // health and metrics NodePorts, the control plane also CoreDNS's.
 func (s kindSettings) memberClusterConfig(i int) *kindv1alpha4.Cluster {
@@ -524,7 +530,7 @@ func (p *kindProvider) kubectlCmd(ctx context.Context, context string, stdin []b
 }
 
 // kindWorkload is what the provider learnt of a rendered Flotilla
-// Deployment (hub) or DaemonSet (agent).
+// Deployment (hub, agent).
 type kindWorkload struct {
 	Kind, Namespace, Name            string
 	Selector                         map[string]string
@@ -596,9 +602,11 @@ func ensureAddress(c *corev1.Container, flag string, def int) (int, error) {
 // loaded, not pulled) with health and metrics served (and, for the hub, the
 // DNS traffic manager and local's FAST timings); the hub runs one replica
 // (the specs read the leader's metrics through one address); the agent
-// DaemonSet keeps off nodes labelled kindAgentStoppedLabel. It returns the
-// manifests and the Deployment (component "hub") or DaemonSet ("agent").
-func renderForKind(manifests []byte, component, image string) ([]byte, *kindWorkload, error) {
+// Deployment runs agentReplicas (one per node, as the environment lists an
+// agent per node) and keeps off nodes labelled kindAgentStoppedLabel. Other
+// Flotilla workloads (the agent's DNS probe DaemonSet) only get the image.
+// It returns the manifests and the Deployment of the component.
+func renderForKind(manifests []byte, component, image string, agentReplicas int) ([]byte, *kindWorkload, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
 	var out bytes.Buffer
 	var found *kindWorkload
@@ -633,16 +641,45 @@ func renderForKind(manifests []byte, component, image string) ([]byte, *kindWork
 			if d.Spec.Selector != nil {
 				w.Selector = d.Spec.Selector.MatchLabels
 			}
+		case head.Kind == "Deployment" && component == "agent":
+			d := &appsv1.Deployment{}
+			if err := yaml.Unmarshal(doc, d); err != nil {
+				return nil, nil, err
+			}
+			// The agent's Deployment runs /agent (the hub's image runs
+			// /hub by default).
+			if !slices.ContainsFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool {
+				return isFlotillaContainer(c) && len(c.Command) > 0 && c.Command[0] == "/agent"
+			}) {
+				break
+			}
+			obj, spec = d, &d.Spec.Template.Spec
+			replicas := int32(agentReplicas)
+			d.Spec.Replicas = &replicas
+			keepOffStopped(spec)
+			w = kindWorkload{Kind: "Deployment", Namespace: d.Namespace, Name: d.Name}
+			if d.Spec.Selector != nil {
+				w.Selector = d.Spec.Selector.MatchLabels
+			}
 		case head.Kind == "DaemonSet" && component == "agent":
+			// The DNS probe: Flotilla's image, nothing else changes.
 			ds := &appsv1.DaemonSet{}
 			if err := yaml.Unmarshal(doc, ds); err != nil {
 				return nil, nil, err
 			}
-			obj, spec = ds, &ds.Spec.Template.Spec
-			keepOffStopped(spec)
-			w = kindWorkload{Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name}
-			if ds.Spec.Selector != nil {
-				w.Selector = ds.Spec.Selector.MatchLabels
+			changed := false
+			for _, cs := range [][]corev1.Container{ds.Spec.Template.Spec.Containers, ds.Spec.Template.Spec.InitContainers} {
+				for i := range cs {
+					if isFlotillaContainer(cs[i]) {
+						cs[i].Image, cs[i].ImagePullPolicy = image, corev1.PullIfNotPresent
+						changed = true
+					}
+				}
+			}
+			if changed {
+				if doc, err = yaml.Marshal(ds); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
 		ours := false
@@ -693,8 +730,7 @@ func renderForKind(manifests []byte, component, image string) ([]byte, *kindWork
 		out.WriteString("\n")
 	}
 	if found == nil {
-		want := map[string]string{"hub": "Deployment", "agent": "DaemonSet"}[component]
-		return nil, nil, fmt.Errorf("the %s manifests hold no %s running Flotilla's image", component, want)
+		return nil, nil, fmt.Errorf("the %s manifests hold no Deployment running Flotilla's image", component)
 	}
 	return out.Bytes(), found, nil
 }
@@ -807,7 +843,7 @@ func (p *kindProvider) install(ctx context.Context) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	hubManifests, hub, err := renderForKind(rendered, "hub", p.s.Image)
+	hubManifests, hub, err := renderForKind(rendered, "hub", p.s.Image, 0)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize/hub: %w", err)
 	}
@@ -870,7 +906,7 @@ func (p *kindProvider) install(ctx context.Context) (*Environment, error) {
 		if err != nil {
 			return nil, err
 		}
-		manifests, agent, err := renderForKind(rendered, "agent", p.s.Image)
+		manifests, agent, err := renderForKind(rendered, "agent", p.s.Image, p.s.Nodes)
 		if err != nil {
 			return nil, fmt.Errorf("kustomize/agent/overlays/%s: %w", name, err)
 		}
@@ -889,6 +925,10 @@ func (p *kindProvider) install(ctx context.Context) (*Environment, error) {
 		}
 		if err := rolloutRestart(ctx, kube, agent, false); err != nil {
 			return nil, fmt.Errorf("%s: agent rollout: %w", name, err)
+		}
+		probe := &kindWorkload{Kind: "DaemonSet", Namespace: agent.Namespace, Name: kindDNSProbeDaemonSet}
+		if err := rolloutRestart(ctx, kube, probe, false); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s: DNS probe rollout: %w", name, err)
 		}
 	}
 
@@ -1187,8 +1227,8 @@ func patchNodeLabel(ctx context.Context, kube kubernetes.Interface, node string,
 	return err
 }
 
-// stopAgent labels the node so the DaemonSet no longer runs there, and
-// deletes the node's agent pod (kill: without grace).
+// stopAgent labels the node so no agent pod runs there, and deletes the
+// node's agent pod (kill: without grace); its replacement stays Pending.
 func stopAgent(ctx context.Context, kube kubernetes.Interface, w *kindWorkload, node string, kill bool) error {
 	stopped := "true"
 	if err := patchNodeLabel(ctx, kube, node, &stopped); err != nil {
@@ -1197,8 +1237,9 @@ func stopAgent(ctx context.Context, kube kubernetes.Interface, w *kindWorkload, 
 	return deletePods(ctx, kube, w, node, kill)
 }
 
-// startAgent lets the DaemonSet run on the node again and waits until its
-// pod runs (not until it is ready: a started process need not be).
+// startAgent lets an agent pod run on the node again (a Pending replacement
+// is scheduled there) and waits until it runs (not until it is ready: a
+// started process need not be).
 func startAgent(ctx context.Context, kube kubernetes.Interface, w *kindWorkload, node string) error {
 	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {

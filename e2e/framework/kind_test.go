@@ -225,7 +225,7 @@ metadata:
 `
 
 func TestRenderHub(t *testing.T) {
-	out, w, err := renderForKind([]byte(hubManifests), "hub", "localhost/flotilla:e2e")
+	out, w, err := renderForKind([]byte(hubManifests), "hub", "localhost/flotilla:e2e", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,17 +260,18 @@ func TestRenderHub(t *testing.T) {
 	if strings.Count(args, "--leader-elect-lease-duration") != 1 || contains(hub.Args, "15s") {
 		t.Errorf("the manifest's lease duration survived FAST: %s", args)
 	}
-	if _, _, err := renderForKind([]byte(hubManifests), "agent", "x:y"); err == nil || !strings.Contains(err.Error(), "DaemonSet") {
+	if _, _, err := renderForKind([]byte(hubManifests), "agent", "x:y", 2); err == nil || !strings.Contains(err.Error(), "Deployment") {
 		t.Errorf("agent render of hub manifests: %v", err)
 	}
 }
 
 const agentManifests = `apiVersion: apps/v1
-kind: DaemonSet
+kind: Deployment
 metadata:
   name: flotilla-agent
   namespace: flotilla-system
 spec:
+  replicas: 2
   selector:
     matchLabels: {app: flotilla-agent}
   template:
@@ -288,26 +289,51 @@ spec:
         image: flotilla:dev
         command: [/agent]
         args: [--metrics-bind-address, "0", --cluster-name, member1]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: flotilla-dns-probe
+  namespace: flotilla-system
+spec:
+  selector:
+    matchLabels: {app: flotilla-dns-probe}
+  template:
+    metadata:
+      labels: {app: flotilla-dns-probe}
+    spec:
+      containers:
+      - name: dns-probe
+        image: flotilla:dev
+        command: [/agent, dns-probe]
+        args: [--metrics-bind-address=0]
 `
 
 func TestRenderAgent(t *testing.T) {
-	out, w, err := renderForKind([]byte(agentManifests), "agent", "localhost/flotilla:e2e")
+	out, w, err := renderForKind([]byte(agentManifests), "agent", "localhost/flotilla:e2e", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Kind != "DaemonSet" || w.HealthPort != 10357 || w.MetricsPort != 8080 || w.DNSPort != 0 {
+	if w.Kind != "Deployment" || w.Name != "flotilla-agent" || w.HealthPort != 10357 || w.MetricsPort != 8080 || w.DNSPort != 0 {
 		t.Fatalf("workload: %+v", w)
 	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(out, &ds); err != nil {
+	docs := strings.Split(string(out), "---\n")
+	if len(docs) != 3 {
+		t.Fatalf("documents not kept:\n%s", out)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(docs[1]), &d); err != nil {
 		t.Fatal(err)
 	}
-	c := ds.Spec.Template.Spec.Containers[0]
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("agent replicas %v, want one per node (3)", d.Spec.Replicas)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != "localhost/flotilla:e2e" || strings.Contains(strings.Join(c.Args, " "), "--metrics-bind-address 0") ||
 		!strings.Contains(strings.Join(c.Args, " "), "--cluster-name member1") {
 		t.Errorf("container: %+v", c)
 	}
-	terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	terms := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 2 {
 		t.Fatalf("terms: %+v", terms)
 	}
@@ -316,6 +342,16 @@ func TestRenderAgent(t *testing.T) {
 		if len(term.MatchExpressions) != 2 || last.Key != kindAgentStoppedLabel || last.Operator != corev1.NodeSelectorOpDoesNotExist {
 			t.Errorf("term does not keep off stopped nodes: %+v", term)
 		}
+	}
+	// The DNS probe runs the loaded image and is otherwise untouched: it
+	// keeps running on a node whose agent is "stopped".
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal([]byte(docs[2]), &ds); err != nil {
+		t.Fatal(err)
+	}
+	if pc := ds.Spec.Template.Spec.Containers[0]; pc.Image != "localhost/flotilla:e2e" || pc.ImagePullPolicy != corev1.PullIfNotPresent ||
+		strings.Join(pc.Args, " ") != "--metrics-bind-address=0" || ds.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("DNS probe DaemonSet: %+v", ds.Spec.Template.Spec)
 	}
 	bare := corev1.PodSpec{}
 	keepOffStopped(&bare)
