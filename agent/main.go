@@ -1,5 +1,6 @@
-// Command agent is the Flotilla agent: one leader-elected DaemonSet per member
-// cluster that keeps the hub informed and applies the member's Works.
+// Command agent is the Flotilla agent: a leader-elected Deployment per member
+// cluster that keeps the hub informed and applies the member's Works, and, as
+// `agent dns-probe`, the DaemonSet that probes each node's DNS.
 package main
 
 import (
