@@ -171,9 +171,10 @@ for i in $(seq 1 "$MEMBERS"); do
 	member_kubeconfig=$STATE_DIR/member$i/kubeconfig
 	"$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-member$i" --kubeconfig "$KUBECONFIG_OUT" >"$member_kubeconfig"
 	chmod 0600 "$member_kubeconfig"
-	# Agent processes play the DaemonSet's pods, one per node: agent a runs
-	# "on" member<i>-node-<a+1> and probes the member's CoreDNS as that
-	# node's resolver.
+	# Agent processes play the agent Deployment's pods, one per node: agent a
+	# runs "on" member<i>-node-<a+1> and, with the default --dns-probe (the
+	# part the flotilla-dns-probe DaemonSet plays in a real install), probes
+	# the member's CoreDNS as that node's resolver.
 	for a in $(seq 0 $((AGENTS_PER_MEMBER - 1))); do
 		start_process "agent-member$i-$a" "$BIN/agent" \
 			--cluster-name "member$i" --kubeconfig "$member_kubeconfig" --hub-kubeconfig "$agent_hub_kubeconfig" \
