@@ -167,7 +167,8 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		expectTraffic(ctx, flotilla, ns, host, []string{m1}, lbIP[m2])
 		GinkgoWriter.Printf("DNS answers without member1 %s after CoreDNS stopped (%s after the condition turned False)\n",
 			time.Since(stopped).Round(time.Millisecond), (time.Since(stopped) - wentFalse).Round(time.Millisecond))
-		expectEvent(ctx, hubKube, "default", m1, remedy.EventRemedyActionsChanged)
+		// Events about a Cluster live in its namespace (clusterevents).
+		expectEvent(ctx, hubKube, "flotilla-es-"+m1, m1, remedy.EventRemedyActionsChanged)
 		expectEvent(ctx, hubKube, ns, "web", "TrafficBlocked")
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_remedy_cluster_actions", `cluster="`+m1+`"`, `action="TrafficControl"`)).To(Equal(1.0))
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_ingress_traffic_blocked_clusters", `namespace="`+ns+`"`)).To(Equal(1.0))
