@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -186,7 +186,9 @@ func TestHubPutsBackWhatWasDeletedOrChanged(t *testing.T) {
 			return o.GetUID(), del(ctx)
 		}
 	}
-	getLease := func(ctx context.Context) (metav1.Object, error) { return admin.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}) }
+	getLease := func(ctx context.Context) (metav1.Object, error) {
+		return admin.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 	getSA := func(ctx context.Context) (metav1.Object, error) {
 		return core.ServiceAccounts(ns).Get(ctx, clusterlifecycle.AgentServiceAccount, metav1.GetOptions{})
 	}
@@ -197,8 +199,12 @@ func TestHubPutsBackWhatWasDeletedOrChanged(t *testing.T) {
 		return rbac.RoleBindings(ns).Get(ctx, clusterlifecycle.AgentRoleName, metav1.GetOptions{})
 	}
 	crName := clusterlifecycle.AgentClusterRoleName(name)
-	getCR := func(ctx context.Context) (metav1.Object, error) { return rbac.ClusterRoles().Get(ctx, crName, metav1.GetOptions{}) }
-	getCRB := func(ctx context.Context) (metav1.Object, error) { return rbac.ClusterRoleBindings().Get(ctx, crName, metav1.GetOptions{}) }
+	getCR := func(ctx context.Context) (metav1.Object, error) {
+		return rbac.ClusterRoles().Get(ctx, crName, metav1.GetOptions{})
+	}
+	getCRB := func(ctx context.Context) (metav1.Object, error) {
+		return rbac.ClusterRoleBindings().Get(ctx, crName, metav1.GetOptions{})
+	}
 	sameAs := func(want func(ctx context.Context) (bool, error)) func(context.Context, types.UID) (bool, error) {
 		return func(ctx context.Context, _ types.UID) (bool, error) { return want(ctx) }
 	}
@@ -287,7 +293,9 @@ func TestHubPutsBackWhatWasDeletedOrChanged(t *testing.T) {
 			n.Spec.Finalizers = nil
 			_, err = core.Namespaces().Finalize(ctx, n, metav1.UpdateOptions{})
 			return err
-		}), remade(func(ctx context.Context) (metav1.Object, error) { return core.Namespaces().Get(ctx, ns, metav1.GetOptions{}) })},
+		}), remade(func(ctx context.Context) (metav1.Object, error) {
+			return core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		})},
 	}
 	for _, c := range checks {
 		old, err := c.breakf()
