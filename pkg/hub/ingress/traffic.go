@@ -175,8 +175,12 @@ func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
 // rather than punycode), so the DNS traffic manager never serves it.
 const ReasonInvalidHost = "InvalidHost"
 
-// maxListed bounds the hosts a condition message names.
-const maxListed = 10
+// maxListed bounds the hosts a condition message names, maxInvalidLen
+// the bytes of an invalid host it quotes.
+const (
+	maxListed     = 10
+	maxInvalidLen = 64
+)
 
 // HostsAdmitted is the ingress's HostsAdmitted condition (without times):
 // False with reason HostConflict naming each lost host and its owner when
@@ -196,6 +200,9 @@ func HostsAdmitted(conflicts []dnstraffic.HostConflict, invalid []string) metav1
 	if len(invalid) > 0 {
 		quoted := make([]string, 0, min(len(invalid), maxListed))
 		for _, h := range invalid[:min(len(invalid), maxListed)] {
+			if len(h) > maxInvalidLen { // a host can be any string: keep the message under the API's limit
+				h = h[:maxInvalidLen] + "..."
+			}
 			quoted = append(quoted, strconv.Quote(h))
 		}
 		invalidMsg = fmt.Sprintf("%s not a DNS name (use lowercase punycode), never served", strings.Join(quoted, ", "))

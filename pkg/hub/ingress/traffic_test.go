@@ -219,4 +219,13 @@ func TestHostsAdmittedMessageIsBounded(t *testing.T) {
 	if len(c.Message) > 1024 {
 		t.Fatalf("message of %d bytes", len(c.Message))
 	}
+	// Invalid hosts are any string the tenant wrote: quoted, cut short.
+	var huge []string
+	for i := range 20 {
+		huge = append(huge, fmt.Sprintf("%d%s", i, strings.Repeat("é", 100000)))
+	}
+	c = HostsAdmitted(many, huge)
+	if len(c.Message) > 4096 || !strings.Contains(c.Message, "(and 10 more)") {
+		t.Fatalf("message of %d bytes: %.300q", len(c.Message), c.Message)
+	}
 }
