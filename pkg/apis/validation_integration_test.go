@@ -484,6 +484,13 @@ func TestTemplateAuthorship(t *testing.T) {
 			want: []string{"spec.manifest.kind", `"secrets" in API group ""`}},
 		{name: "a ConfigMap under another group", forbidden: true, manifest: `{"apiVersion":"example.com/v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
 			want: []string{"spec.manifest.kind", `"configmaps" in API group "example.com"`}},
+		{name: "a cluster-scoped kind under an upper-case group", manifest: `{"apiVersion":"RBAC.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "an add-on's cluster-scoped kind", manifest: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":"x"}}`,
+			want: []string{"spec.manifest.kind", "cluster-scoped"}},
+		{name: "a List smuggling a ClusterRoleBinding", forbidden: true, manifest: `{"apiVersion":"v1","kind":"List","metadata":{"name":"x"},
+"items":[{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"x"}}]}`,
+			want: []string{"spec.manifest.kind", `"lists" in API group ""`}},
 	} {
 		t.Run("refused at create: "+c.name, func(t *testing.T) {
 			_, err := alice.Create(ctx, template("team-a", "bad", c.manifest), metav1.CreateOptions{})
