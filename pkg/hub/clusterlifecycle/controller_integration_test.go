@@ -2,6 +2,7 @@ package clusterlifecycle_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +94,8 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 	ctx := context.Background()
 	ns1, ns2 := clusterlifecycle.Namespace("member1"), clusterlifecycle.Namespace("member2")
 	for _, ns := range []string{ns1, ns2} {
-		if _, err := flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns},
-			Spec: oneConfigMap}, metav1.CreateOptions{}); err != nil {
+		if _, err := flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns,
+			Finalizers: []string{workv1alpha1.ExecutionFinalizer}}, Spec: oneConfigMap}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +122,9 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			w.Finalizers = append(w.Finalizers, workv1alpha1.ExecutionFinalizer)
+			// The agent may only remove Flotilla's finalizer
+			// (flotilla-agent-work-scope), which the hub put there.
+			w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })
 			if w, err = agent.WorkV1alpha1().Works(ns1).Update(ctx, w, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
