@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	ingressctl "github.com/flotilla-io/flotilla/pkg/hub/ingress"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
 )
 
@@ -468,4 +470,77 @@ func waitEvent(t *testing.T, kube kubernetes.Interface, ns, name, typ, reason, m
 		}
 		return false, nil
 	})
+}
+
+// An ingress is as old as its hosts: the admission policy refuses an update
+// that adds a host (exact or wildcard), so a tenant with an old
+// MultiClusterIngress cannot edit it to take a newer ingress's host. It may
+// respell (case, trailing dot), drop hosts and change anything else, and the
+// hub's status writes are not affected.
+func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	mcis := fc.NetworkingV1alpha1().MultiClusterIngresses("default")
+	rule := func(host, svc string) networkingv1.IngressRule {
+		return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}
+	}
+	old, err := mcis.Create(ctx, &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "default"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("web.example.com", "web"), rule("api.example.com", "api")}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(dryRun bool, rules ...networkingv1.IngressRule) error {
+		cur, err := mcis.Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Rules = rules
+		opts := metav1.UpdateOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = mcis.Update(ctx, cur, opts)
+		return err
+	}
+	// Policies take effect asynchronously: probe with a dry run.
+	waitUntil(t, "the ingress-hosts policy to refuse a new host", func() (bool, error) {
+		return apierrors.IsForbidden(update(true, rule("web.example.com", "web"), rule("api.example.com", "api"), rule("probe.example.com", "web"))), nil
+	})
+
+	for name, rules := range map[string][]networkingv1.IngressRule{
+		"a new exact host":       {rule("web.example.com", "web"), rule("api.example.com", "api"), rule("shop.example.com", "web")},
+		"a new wildcard":         {rule("web.example.com", "web"), rule("*.example.com", "web")},
+		"a host renamed":         {rule("web.example.com", "web"), rule("apl.example.com", "api")},
+		"a Unicode host":         {rule("web.example.com", "web"), rule("bücher.example.com", "web")},
+		"a new host, upper case": {rule("web.example.com", "web"), rule("SHOP.example.com.", "web")},
+	} {
+		err := update(false, rules...)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot add a host after it is created") {
+			t.Errorf("%s: want Forbidden naming the rule, got %v", name, err)
+		}
+	}
+	// Respelling, another backend, dropping a host: allowed.
+	if err := update(false, rule("WEB.Example.com.", "web-v2"), rule("api.example.com", "api"), rule("", "catch-all")); err != nil {
+		t.Fatalf("respelling a host, changing a backend, adding a catch-all rule: %v", err)
+	}
+	if err := update(false, rule("web.example.com", "web")); err != nil {
+		t.Fatalf("dropping a host: %v", err)
+	}
+	// Dropped is dropped: taking it back is adding it.
+	if err := update(false, rule("web.example.com", "web"), rule("api.example.com", "api")); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "api.example.com") {
+		t.Fatalf("re-adding a dropped host: want Forbidden naming api.example.com, got %v", err)
+	}
+	// The hub's status writes go through the status subresource.
+	cur, err := mcis.Get(ctx, old.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: networkingv1alpha1.ConditionHostsAdmitted, Status: metav1.ConditionTrue,
+		Reason: networkingv1alpha1.ReasonHostsAdmitted, Message: "test"})
+	if _, err := mcis.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status write: %v", err)
+	}
 }
