@@ -222,7 +222,7 @@ func HostsAdmitted(conflicts []dnstraffic.HostConflict, invalid []string) metav1
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalidHost, invalidMsg
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted
-		c.Message = "no older MultiClusterIngress claims a host of this one: the DNS traffic manager answers for all of them with this ingress's addresses"
+		c.Message = "this ingress owns every host it names: no older MultiClusterIngress claims one"
 	}
 	return c
 }
