@@ -3,18 +3,21 @@ package app_test
 import (
 	"bufio"
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/agent/app"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubtoken"
@@ -131,11 +134,7 @@ func TestAgentRenewsItsHubTokenAcrossExpiryAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstClient := kubernetes.NewForConfigOrDie(func() *rest.Config {
-		c := rest.AnonymousClientConfig(f.hub.Config)
-		c.BearerToken = first
-		return c
-	}())
+	firstClient := f.tokenClient(first)
 	if _, err := firstClient.CoordinationV1().Leases(f.clusterNamespace).Get(ctx, f.clusterName, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the hub apiserver does not accept the minted token: %v", err)
 	}
@@ -153,57 +152,10 @@ func TestAgentRenewsItsHubTokenAcrossExpiryAndRestart(t *testing.T) {
 
 	// Watch the Lease's renewTime for gaps from the first renewal until the
 	// apiserver refuses the first token.
-	poll(t, 30*time.Second, "the agent's first Lease renewal", func() bool { return !f.renewTime(t).IsZero() })
-	var (
-		mu      sync.Mutex
-		maxGap  time.Duration
-		renews  int
-		watchMu = make(chan struct{})
-	)
-	go func() {
-		last := f.renewTime(t)
-		for {
-			select {
-			case <-watchMu:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			l, err := f.hub.Kube.CoordinationV1().Leases(f.clusterNamespace).Get(ctx, f.clusterName, metav1.GetOptions{})
-			if err != nil || l.Spec.RenewTime == nil {
-				continue
-			}
-			cur := l.Spec.RenewTime.Time
-			mu.Lock()
-			if cur.After(last) {
-				maxGap, renews = max(maxGap, cur.Sub(last)), renews+1
-				last = cur
-			} else if gap := time.Since(last); gap > maxGap { // a renewal that is late right now
-				maxGap = gap
-			}
-			mu.Unlock()
-		}
-	}()
-
-	// The apiserver accepts a token up to a minute past exp (go-jose's
-	// default leeway) and caches authentications for a few seconds.
-	deadline := firstTok.Expiry.Add(2 * time.Minute)
-	var rejectedAt time.Time
-	for time.Now().Before(deadline) {
-		_, err := firstClient.CoordinationV1().Leases(f.clusterNamespace).Get(ctx, f.clusterName, metav1.GetOptions{})
-		if apierrors.IsUnauthorized(err) {
-			rejectedAt = time.Now()
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if rejectedAt.IsZero() {
-		t.Fatalf("the hub apiserver still accepts the first token %s after its expiry", time.Since(firstTok.Expiry))
-	}
+	stopWatch := f.watchLeaseGaps(t)
+	rejectedAt := waitRejected(t, firstClient, f, firstTok)
 	poll(t, 10*renewInterval, "a Lease renewal after the first token was refused", func() bool { return f.renewTime(t).After(rejectedAt) })
-	close(watchMu)
-	mu.Lock()
-	gap, n := maxGap, renews
-	mu.Unlock()
+	gap, n := stopWatch()
 	t.Logf("Lease renewed %d times across the first token's expiry; longest gap %s (renew interval %s)", n, gap, renewInterval)
 	// The gap between two renewTimes is the interval plus one request;
 	// a second of slack absorbs a loaded CI machine. The hub would call the
@@ -261,5 +213,122 @@ func TestAgentLeavesACertificateCredentialAlone(t *testing.T) {
 	}
 	if _, err := f.member.Kube.CoreV1().Secrets(f.agentNamespace).Get(context.Background(), opts.HubTokenSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a hub token Secret was written for a certificate credential: %v", err)
+	}
+}
+
+// watchLeaseGaps polls the cluster's hub Lease from its first renewal on
+// and, when stopped, returns the longest time between two renewals (a
+// renewal late at the moment counts too) and how many it saw.
+func (f *fleet) watchLeaseGaps(t *testing.T) (stop func() (time.Duration, int)) {
+	t.Helper()
+	poll(t, 30*time.Second, "the agent's first Lease renewal", func() bool { return !f.renewTime(t).IsZero() })
+	var (
+		mu     sync.Mutex
+		maxGap time.Duration
+		renews int
+	)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		last := f.renewTime(t)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			l, err := f.hub.Kube.CoordinationV1().Leases(f.clusterNamespace).Get(context.Background(), f.clusterName, metav1.GetOptions{})
+			if err != nil || l.Spec.RenewTime == nil {
+				continue
+			}
+			cur := l.Spec.RenewTime.Time
+			mu.Lock()
+			if cur.After(last) {
+				maxGap, renews = max(maxGap, cur.Sub(last)), renews+1
+				last = cur
+			} else if gap := time.Since(last); gap > maxGap {
+				maxGap = gap
+			}
+			mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	stop = func() (time.Duration, int) {
+		once.Do(func() { close(quit); <-done })
+		mu.Lock()
+		defer mu.Unlock()
+		return maxGap, renews
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// waitRejected waits until the hub apiserver refuses tok (it accepts a
+// token up to a minute past exp, go-jose's default leeway, and caches
+// authentications for a few seconds) and returns when.
+func waitRejected(t *testing.T, client kubernetes.Interface, f *fleet, tok hubtoken.Token) time.Time {
+	t.Helper()
+	for deadline := tok.Expiry.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		_, err := client.CoordinationV1().Leases(f.clusterNamespace).Get(context.Background(), f.clusterName, metav1.GetOptions{})
+		if apierrors.IsUnauthorized(err) {
+			return time.Now()
+		}
+	}
+	t.Fatalf("the hub apiserver still accepts the token %s after its expiry", time.Since(tok.Expiry))
+	return time.Time{}
+}
+
+// tokenClient authenticates to the hub with token only.
+func (f *fleet) tokenClient(token string) kubernetes.Interface {
+	c := rest.AnonymousClientConfig(f.hub.Config)
+	c.BearerToken = token
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+// Opt-in, about 25 minutes (FLOTILLA_HUBTOKEN_LONG=1 go test -timeout 40m
+// -run TestAgentRenewsTokenRequestTokensLong ./agent/app/): the same with
+// tokens only TokenRequest issues, at its 10-minute minimum, renewed at
+// half their lifetime, across two full lifetimes. The default run cannot
+// afford this: TokenRequest refuses lifetimes under 10 minutes, so crossing
+// several real expiries takes tens of minutes (the short test mints its
+// first token itself instead).
+func TestAgentRenewsTokenRequestTokensLong(t *testing.T) {
+	if os.Getenv("FLOTILLA_HUBTOKEN_LONG") == "" {
+		t.Skip("set FLOTILLA_HUBTOKEN_LONG=1 (and -timeout 40m) to run the agent across several 10-minute TokenRequest lifetimes")
+	}
+	f := newFleet(t)
+	f.register(t, f.memberKubeSystem, true)
+	f.createAgentIdentity(t)
+	ctx := context.Background()
+	tr, err := f.hub.Kube.CoreV1().ServiceAccounts(f.clusterNamespace).CreateToken(ctx, clusterlifecycle.AgentServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstTok, err := hubtoken.Parse(tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.fastOptions("node-a")
+	opts.HubKubeconfig = f.tokenKubeconfig(t, tr.Status.Token)
+	opts.ClusterLeaseDuration = 4 * time.Second
+	renewInterval := time.Duration(float64(opts.ClusterLeaseDuration) * opts.ClusterLeaseRenewIntervalFraction)
+	opts.HubTokenRenewFraction = 0.5
+	opts.MetricsBindAddress = testenv.FreeAddr(t)
+	runStoppableAgent(t, opts)
+	stopWatch := f.watchLeaseGaps(t)
+	rejectedAt := waitRejected(t, f.tokenClient(tr.Status.Token), f, firstTok)
+	// The second token (issued at 5m) expires at 15m: run past it too.
+	end := firstTok.Expiry.Add(7 * time.Minute)
+	poll(t, time.Until(end)+time.Minute, "the agent to run past the second token's expiry", func() bool {
+		return time.Now().After(end) && f.renewTime(t).After(rejectedAt)
+	})
+	gap, n := stopWatch()
+	t.Logf("Lease renewed %d times across two token lifetimes; longest gap %s", n, gap)
+	if gap > renewInterval+time.Second {
+		t.Errorf("the Lease went %s without a renewal (renew interval %s)", gap, renewInterval)
+	}
+	if v, ok := tokenMetric(t, opts.MetricsBindAddress, `flotilla_agent_hub_token_renewals_total{result="success"}`); !ok || v < 3 {
+		t.Errorf("flotilla_agent_hub_token_renewals_total{result=success} = %v, want at least 3", v)
 	}
 }

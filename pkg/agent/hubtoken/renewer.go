@@ -157,7 +157,11 @@ func (r *Renewer) adopt(candidate Token) bool {
 // store (this process before a restart, or a sibling agent process of the
 // same identity) and the kubeconfig's token file (an admin's rotation).
 func (r *Renewer) adoptStored(ctx context.Context) bool {
-	raw, err := r.opts.Store.Load(ctx)
+	// A member apiserver that does not answer must not hold up the agent's
+	// start: without the stored token it still has the kubeconfig's.
+	loadCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	raw, err := r.opts.Store.Load(loadCtx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Reading the persisted hub token", "store", r.opts.Store.String())
 		return false
@@ -269,7 +273,9 @@ func (r *Renewer) renewOnce(ctx context.Context, hub kubernetes.Interface, m *ag
 	if r.opts.Store != nil {
 		// Not persisting costs only a restart's worth of safety: the token
 		// in use is fine, so this is logged (once per change), not retried.
-		perr := r.opts.Store.Save(ctx, next)
+		saveCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+		perr := r.opts.Store.Save(saveCtx, next)
+		cancel()
 		t.persist.Observe(logger, perr, "store", r.opts.Store.String())
 	}
 	return nil
