@@ -70,12 +70,14 @@ type ObserverOptions struct {
 }
 
 // DefaultObserverTiming derives the poll period and the activity window from
-// the heartbeat's renew interval: read every half interval, and call a holder
-// active for two intervals after its last change. A successor of a holder that
-// stopped renews at most 2.5 intervals after the holder's last renewal (25s
-// with the defaults), inside the hub's 40s grace period.
+// the heartbeat's renew interval: read every quarter interval, and call a
+// holder active for 1.5 intervals after its last change (a holder renewing on
+// time is seen to change at most 1.25 intervals apart). A successor of a holder
+// that stopped without releasing may renew 1.75 intervals (17.5s with the
+// defaults) after the holder's last renewal: less than the election lease a
+// successor waits anyway after a crash, and inside the hub's 40s grace period.
 func DefaultObserverTiming(renewInterval time.Duration) (period, window time.Duration) {
-	return renewInterval / 2, 2 * renewInterval
+	return renewInterval / 4, renewInterval * 3 / 2
 }
 
 // Observer keeps this agent's Observation of the hub Lease. Every agent pod
@@ -113,7 +115,7 @@ func (o *Observer) Observe(l *coordinationv1.Lease) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.obs.Seen {
-		if rv == o.obs.ResourceVersion {
+		if rv == o.obs.ResourceVersion && holder == o.obs.Holder {
 			return
 		}
 		if rv != "" && o.obs.ResourceVersion != "" {
