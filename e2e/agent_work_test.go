@@ -42,7 +42,9 @@ var _ = Describe("Agent Works", func() {
 			{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "web", "namespace": appNS},
 				"data": map[string]any{"greeting": "hello"}},
 		}
-		work := &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "e2e-web", Namespace: ns}}
+		// As the hub makes them: with the execution finalizer (the agent
+		// applies nothing before it is there, and may only remove it).
+		work := &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "e2e-web", Namespace: ns, Finalizers: []string{workv1alpha1.ExecutionFinalizer}}}
 		for _, obj := range manifests {
 			raw, err := json.Marshal(obj)
 			Expect(err).NotTo(HaveOccurred())
@@ -104,7 +106,7 @@ var _ = Describe("Agent Works", func() {
 			"metadata": map[string]any{"name": "e2e-outage", "namespace": "default"}, "data": map[string]any{"k": "v"}})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-outage", Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-outage", Namespace: ns, Finalizers: []string{workv1alpha1.ExecutionFinalizer}},
 			Spec:       workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

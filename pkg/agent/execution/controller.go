@@ -560,11 +560,15 @@ func (c *Controller) release(ctx context.Context, work *workv1alpha1.Work) error
 // whose manifest is unreadable must not look dropped.
 func (c *Controller) removeDropped(ctx context.Context, work *workv1alpha1.Work, results []manifestResult) error {
 	keep := map[string]bool{}
+	// The same object can be served under two groups (v1 and
+	// events.k8s.io Events): a kept manifest of that kind and name keeps it.
+	keepAnyGroup := map[string]bool{}
 	for _, r := range results {
 		if !r.decoded {
 			return nil
 		}
 		keep[r.key()] = true
+		keepAnyGroup[identityKey("", r.identifier.Kind, r.identifier.Namespace, r.identifier.Name)] = true
 	}
 	dropped, err := c.ownedBy(ctx, work, keep)
 	if err != nil {
@@ -572,6 +576,9 @@ func (c *Controller) removeDropped(ctx context.Context, work *workv1alpha1.Work,
 	}
 	preserve := ptr.Deref(work.Spec.PreserveResourcesOnDeletion, false)
 	for _, o := range dropped {
+		if keepAnyGroup[identityKey("", o.obj.GetKind(), o.obj.GetNamespace(), o.obj.GetName())] {
+			continue
+		}
 		if err := c.releaseOrDelete(ctx, work, o, preserve); err != nil {
 			return fmt.Errorf("dropped manifest %s %s: %w", o.obj.GetKind(), displayName(o.obj), err)
 		}

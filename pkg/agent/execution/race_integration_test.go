@@ -276,7 +276,10 @@ func TestDropDeletesOnlyTheObjectItDecidedOn(t *testing.T) {
 	// The failed delete makes the Work sync again; that sync finds the new
 	// object unmanaged and leaves it.
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return syncs() >= atHook+2 && r.c.queue.NumRequeues("shrinks") == 0, nil
+		if got := r.configMap(t, "dropped"); !isTheirs(got) {
+			t.Fatalf("the re-created object was deleted or changed: %+v", got)
+		}
+		return syncs() >= atHook+1 && r.c.queue.NumRequeues("shrinks") == 0, nil
 	})
 	if err != nil {
 		t.Fatalf("the Work never synced again after the failed delete (syncs %v, at the hook %v, requeues %d)", syncs(), atHook, r.c.queue.NumRequeues("shrinks"))
