@@ -222,6 +222,9 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		// A not-Ready status is written only after a fresh look at the hub
 		// Lease: it must never come from an agent another has replaced.
 		MayWrite: func(ctx context.Context, notReady bool) error {
+			if err := leader.Check(ctx); err != nil {
+				return err
+			}
 			if notReady {
 				return hubLease.CheckFresh(ctx)
 			}
@@ -231,7 +234,7 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 	heartbeat := lease.NewController(hubKube, lease.Options{
 		Cluster: opts.ClusterName, HolderIdentity: identity, LeaseDuration: opts.ClusterLeaseDuration,
 		RenewInterval: time.Duration(float64(opts.ClusterLeaseDuration) * opts.ClusterLeaseRenewIntervalFraction),
-		MayRenew:      gate.Verified, Observer: hubLease, Metrics: m,
+		MayRenew:      func() bool { return gate.Verified() && leader.Check(ctx) == nil }, Observer: hubLease, Metrics: m,
 	})
 
 	done := make(chan struct{})

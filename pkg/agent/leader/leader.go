@@ -26,6 +26,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -305,7 +306,17 @@ func (r *runner) fence() error {
 func (r *runner) term(ctx context.Context, endTerm context.CancelFunc, renewedAt func() time.Time) {
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
-	decide := func() (string, error) {
+	var decide func() (string, error)
+	// Writers ask Check(ctx) right before each write, so a leader that was
+	// frozen past its deadline (a paused process, a stalled node) cannot slip
+	// one last write in before this loop wakes up and ends the term.
+	workCtx = context.WithValue(workCtx, termKey{}, func() error {
+		if reason, err := decide(); reason != "" {
+			return fmt.Errorf("%s: %w", reason, errStepDown(err))
+		}
+		return nil
+	})
+	decide = func() (string, error) {
 		fenceErr := r.fence()
 		if renewedAt == nil {
 			if fenceErr != nil {
@@ -359,6 +370,31 @@ func (r *runner) term(ctx context.Context, endTerm context.CancelFunc, renewedAt
 			return
 		}
 	}
+}
+
+type termKey struct{}
+
+func errStepDown(fenceErr error) error {
+	if fenceErr != nil {
+		return fenceErr
+	}
+	return ErrNotLeading
+}
+
+// ErrNotLeading is wrapped by Check's error when the term is over.
+var ErrNotLeading = errors.New("this agent no longer leads")
+
+// Check reports, for a context handed to lead, whether this agent must stop
+// speaking for the cluster now (nil: it may write). Contexts not from Run
+// always pass.
+func Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotLeading, err)
+	}
+	if check, ok := ctx.Value(termKey{}).(func() error); ok {
+		return check()
+	}
+	return nil
 }
 
 func (r *runner) stepDown(reason string, err error) {

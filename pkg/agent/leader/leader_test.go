@@ -3,11 +3,16 @@ package leader
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 )
 
 const us = "agent-a"
@@ -164,4 +169,75 @@ func TestRenewalLockTakesTheLeaseOnlyWhenTheFenceIsClear(t *testing.T) {
 	if inner.writes != 3 {
 		t.Fatalf("writes = %d, want 3 (take, renew, release)", inner.writes)
 	}
+}
+
+// Check, asked by the writers right before each write, fails the moment the
+// term's deadline has passed or the fence closes, without waiting for the
+// term's own loop to wake up: a leader frozen past its deadline cannot slip
+// in a last write.
+func TestCheckFailsAtTheDeadlineWithoutWaitingForTheLoop(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	var (
+		mu       sync.Mutex
+		fenceErr error
+	)
+	renewed := clock.Now()
+	r := &runner{root: context.Background(), logger: logr.Discard(), opts: Options{
+		LeaderElectionOptions: cmdutil.LeaderElectionOptions{LeaderElect: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		Clock:                 clock,
+		Fence:                 func() error { mu.Lock(); defer mu.Unlock(); return fenceErr },
+	}}
+	leadCtx := make(chan context.Context, 1)
+	release := make(chan struct{})
+	r.lead = func(ctx context.Context) {
+		leadCtx <- ctx
+		<-release
+	}
+	termCtx, endTerm := context.WithCancel(context.Background())
+	defer endTerm()
+	done := make(chan struct{})
+	go func() { defer close(done); r.term(termCtx, endTerm, func() time.Time { return renewed }) }()
+	ctx := <-leadCtx
+	if err := Check(ctx); err != nil {
+		t.Fatalf("Check right after the renewal = %v", err)
+	}
+
+	// The clock jumps past the deadline (as after a pause): Check fails at
+	// once, whether or not the loop has run yet.
+	clock.SetTime(renewed.Add(10 * time.Second))
+	if err := Check(ctx); err == nil {
+		t.Fatal("Check past the renew deadline = nil")
+	}
+	close(release)
+	<-done
+	if termCtx.Err() == nil {
+		t.Fatal("the term did not end")
+	}
+	if err := Check(context.Background()); err != nil {
+		t.Fatalf("Check outside a term = %v, want nil", err)
+	}
+
+	// The fence, likewise.
+	r2 := *r
+	renewed = clock.Now()
+	leadCtx2 := make(chan context.Context, 1)
+	release2 := make(chan struct{})
+	r2.lead = func(ctx context.Context) { leadCtx2 <- ctx; <-release2 }
+	termCtx2, endTerm2 := context.WithCancel(context.Background())
+	defer endTerm2()
+	done2 := make(chan struct{})
+	go func() { defer close(done2); r2.term(termCtx2, endTerm2, func() time.Time { return renewed }) }()
+	ctx2 := <-leadCtx2
+	if err := Check(ctx2); err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+	mu.Lock()
+	fenceErr = errors.New("agent-b renewed the hub Lease 1s ago")
+	mu.Unlock()
+	if err := Check(ctx2); err == nil || !strings.Contains(err.Error(), ReasonHubLeaseHeldByOther) {
+		t.Fatalf("Check with the fence closed = %v, want %s", err, ReasonHubLeaseHeldByOther)
+	}
+	close(release2)
+	clock.Step(2 * time.Second) // wake the loop
+	<-done2
 }
