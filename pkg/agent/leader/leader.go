@@ -348,7 +348,9 @@ func (r *runner) term(ctx context.Context, endTerm context.CancelFunc, renewedAt
 		}
 		select {
 		case <-done:
+			// lead gave up on its own: do not hold the Lease without working.
 			setLeader(r.opts.Metrics, false)
+			endTerm()
 			return
 		case <-workCtx.Done():
 			<-done
