@@ -332,3 +332,55 @@ func TestAgentRenewsTokenRequestTokensLong(t *testing.T) {
 		t.Errorf("flotilla_agent_hub_token_renewals_total{result=success} = %v, want at least 3", v)
 	}
 }
+
+// The hub is unreachable when the renewal falls due: the agent retries with
+// backoff (denser as the expiry nears), warns on the Cluster, and renews as
+// soon as the hub is back, before the token expires; the Lease then carries
+// on past the first token's expiry.
+func TestAgentRenewsItsHubTokenAfterAHubOutage(t *testing.T) {
+	f := newFleet(t)
+	f.register(t, f.memberKubeSystem, true)
+	f.createAgentIdentity(t)
+	ctx := context.Background()
+	const lifetime = 60 * time.Second
+	first := f.hub.ServiceAccountToken(t, f.clusterNamespace, clusterlifecycle.AgentServiceAccount, lifetime)
+	firstTok, err := hubtoken.Parse(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startTCPProxy(t, f.hub.Config.Host)
+	cfg := rest.AnonymousClientConfig(f.hub.Config)
+	cfg.Host, cfg.BearerToken = proxy.url, first
+	opts := f.fastOptions("node-a")
+	opts.HubKubeconfig = f.hub.KubeconfigFor(t, cfg)
+	opts.HubTokenRenewFraction = 0.4 // due 24 s after issue, warning at 42 s, expiry at 60 s
+	opts.MetricsBindAddress = testenv.FreeAddr(t)
+	runStoppableAgent(t, opts)
+	poll(t, 30*time.Second, "the agent's first Lease renewal", func() bool { return !f.renewTime(t).IsZero() })
+
+	proxy.cut()
+	renewAt := hubtoken.RenewAt(firstTok, opts.HubTokenRenewFraction, time.Time{})
+	warnAt := renewAt.Add(firstTok.Expiry.Sub(renewAt) / 2)
+	poll(t, time.Until(warnAt)+15*time.Second, "failed renewals past the warning point", func() bool {
+		v, _ := tokenMetric(t, opts.MetricsBindAddress, `flotilla_agent_hub_token_renewals_total{result="error"}`)
+		return v >= 3 && time.Now().After(warnAt.Add(time.Second))
+	})
+	if exp, _ := tokenMetric(t, opts.MetricsBindAddress, "flotilla_agent_hub_token_expiration_timestamp_seconds"); exp != float64(firstTok.Expiry.Unix()) {
+		t.Fatalf("the agent reports a token expiring at %v while the hub is unreachable, want the first one's %v", exp, firstTok.Expiry.Unix())
+	}
+	proxy.restore()
+	poll(t, time.Until(firstTok.Expiry), "a renewal before the first token expires", func() bool {
+		v, _ := tokenMetric(t, opts.MetricsBindAddress, `flotilla_agent_hub_token_renewals_total{result="success"}`)
+		return v >= 1
+	})
+	// The warning was recorded (the event recorder retries while the hub is
+	// unreachable), and so was the renewal.
+	for _, reason := range []string{hubtoken.ReasonExpiringSoon, hubtoken.ReasonRenewed} {
+		poll(t, 30*time.Second, "a "+reason+" event", func() bool {
+			evs, err := f.hub.Kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+			return err == nil && len(evs.Items) > 0
+		})
+	}
+	rejectedAt := waitRejected(t, f.tokenClient(first), f, firstTok)
+	poll(t, 10*time.Second, "a Lease renewal after the first token was refused", func() bool { return f.renewTime(t).After(rejectedAt) })
+}
