@@ -361,10 +361,17 @@ func TestAgentRenewsItsHubTokenAfterAHubOutage(t *testing.T) {
 	proxy.cut()
 	renewAt := hubtoken.RenewAt(firstTok, opts.HubTokenRenewFraction, time.Time{})
 	warnAt := renewAt.Add(firstTok.Expiry.Sub(renewAt) / 2)
-	poll(t, time.Until(warnAt)+15*time.Second, "failed renewals past the warning point", func() bool {
+	failures := func() float64 {
 		v, _ := tokenMetric(t, opts.MetricsBindAddress, `flotilla_agent_hub_token_renewals_total{result="error"}`)
-		return v >= 3 && time.Now().After(warnAt.Add(time.Second))
-	})
+		return v
+	}
+	poll(t, time.Until(warnAt)+5*time.Second, "the warning point", func() bool { return time.Now().After(warnAt.Add(100 * time.Millisecond)) })
+	atWarn := failures()
+	if atWarn < 3 {
+		t.Fatalf("%v failed renewals while the hub was unreachable, want several retries", atWarn)
+	}
+	// One more failure past the warning point, which the warning needs.
+	poll(t, time.Until(firstTok.Expiry)/2, "a failed renewal past the warning point", func() bool { return failures() > atWarn })
 	if exp, _ := tokenMetric(t, opts.MetricsBindAddress, "flotilla_agent_hub_token_expiration_timestamp_seconds"); exp != float64(firstTok.Expiry.Unix()) {
 		t.Fatalf("the agent reports a token expiring at %v while the hub is unreachable, want the first one's %v", exp, firstTok.Expiry.Unix())
 	}
