@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -125,6 +126,17 @@ func TestPropagation(t *testing.T) {
 	if !slices.Contains(work1.Finalizers, workv1alpha1.ExecutionFinalizer) {
 		t.Errorf("Work finalizers = %v, want %s", work1.Finalizers, workv1alpha1.ExecutionFinalizer)
 	}
+	// A Work without the finalizer (made by an older hub, or stripped by
+	// hand) gets it back: the agent applies only Works that carry it.
+	if _, err := fc.WorkV1alpha1().Works(work1.Namespace).Patch(ctx, work1.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the hub puts the execution finalizer back", func() (bool, error) {
+		w, err := fc.WorkV1alpha1().Works(work1.Namespace).Get(ctx, work1.Name, metav1.GetOptions{})
+		return err == nil && slices.Contains(w.Finalizers, workv1alpha1.ExecutionFinalizer), err
+	})
+	work1 = waitWork(t, fc, "member1", ns, binding, func(obj *unstructured.Unstructured) bool { return replicasOf(obj) == 1 })
 
 	// The agents report; the binding and the template sum it up: 3/3.
 	reportApplied(t, fc, work1, 1)

@@ -487,6 +487,11 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) er
 	if _, ok := want.Annotations[overrides.AnnotationAppliedOverrides]; !ok {
 		delete(updated.Annotations, overrides.AnnotationAppliedOverrides)
 	}
+	// The agent applies a Work only once it carries the execution finalizer,
+	// and may only remove it: a Work made by an older hub gets it here.
+	if !slices.Contains(updated.Finalizers, workv1alpha1.ExecutionFinalizer) {
+		updated.Finalizers = append(updated.Finalizers, workv1alpha1.ExecutionFinalizer)
+	}
 	if sameSpec(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.ObjectMeta, current.ObjectMeta) {
 		return nil
 	}
