@@ -340,6 +340,11 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		if err != nil {
 			return nil, nil, err
 		}
+		if cluster.DeletionTimestamp != nil {
+			// Its teardown releases and deletes its Works; a Work written
+			// (or a finalizer put back) now would hold the namespace forever.
+			continue
+		}
 		want, err := c.render(binding, obj, cluster, target, clusterPolicies, policies)
 		if err != nil {
 			overrideErrs[target.Name] = err
