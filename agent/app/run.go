@@ -250,7 +250,7 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		works := workFactory.Work().V1alpha1().Works().Informer()
 		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, member.Discovery(), execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
-			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder,
+			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder, MayWrite: leader.Check,
 			AgentNamespace: opts.LeaderElection.ResourceNamespace, AllowedSystemNamespaces: opts.AllowedSystemNamespaces,
 			AllowFlotillaKinds: opts.AllowFlotillaKinds,
 		})

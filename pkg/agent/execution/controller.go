@@ -92,6 +92,9 @@ type Options struct {
 	Clock             clock.Clock
 	Metrics           *agentmetrics.Metrics
 	Recorder          record.EventRecorder
+	// MayWrite, when set, is asked right before every write to the hub: a
+	// leader whose term is over (leader.Check) must not report late.
+	MayWrite func(context.Context) error
 	// AgentNamespace is the agent's own namespace on the member (its
 	// leader-election namespace): protected like SystemNamespaces.
 	AgentNamespace string
@@ -466,11 +469,21 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	return nil
 }
 
+func (c *Controller) mayWrite(ctx context.Context) error {
+	if c.opts.MayWrite == nil {
+		return nil
+	}
+	return c.opts.MayWrite(ctx)
+}
+
 // putStatus writes status to the Work unless it is already there, and
 // remembers the written Work so the next sync does not act on a stale copy.
 func (c *Controller) putStatus(ctx context.Context, work *workv1alpha1.Work, status *workv1alpha1.WorkStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(*status, work.Status) {
 		return false, nil
+	}
+	if err := c.mayWrite(ctx); err != nil {
+		return false, err
 	}
 	updated := work.DeepCopy()
 	updated.Status = *status
@@ -544,6 +557,9 @@ func (c *Controller) release(ctx context.Context, work *workv1alpha1.Work) error
 		if err := c.releaseOrDelete(ctx, work, o, preserve); err != nil {
 			return err
 		}
+	}
+	if err := c.mayWrite(ctx); err != nil {
+		return err
 	}
 	updated := work.DeepCopy()
 	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })

@@ -64,7 +64,7 @@ type ClusterList struct {
 }
 
 // ClusterSpec describes a member cluster.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.id) || oldSelf.id == '' || (has(self.id) && self.id == oldSelf.id)",message="spec.id cannot be cleared or changed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.id) || size(oldSelf.id) == 0 || (has(self.id) && self.id == oldSelf.id)",message="spec.id cannot be cleared or changed once set"
 type ClusterSpec struct {
 	// ID identifies the member: the UID of its kube-system namespace. The
 	// agent sets it when empty and refuses to act for a Cluster whose ID
