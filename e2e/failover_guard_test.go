@@ -12,7 +12,7 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // The fleet guard: when every member goes silent at once it is the hub that

@@ -27,7 +27,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 func manifest(t *testing.T, obj map[string]any) workv1alpha1.Manifest {

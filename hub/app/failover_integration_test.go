@@ -13,7 +13,7 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Cluster failover against a real apiserver with the whole hub: a NoExecute

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/pkg/clusterevents"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
@@ -46,7 +47,6 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
-	"github.com/flotilla-io/flotilla/pkg/util/clusterevents"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 

@@ -25,9 +25,9 @@ import (
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 const nginxManifest = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","labels":{"app":"nginx"}},

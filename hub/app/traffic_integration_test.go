@@ -31,7 +31,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	ingressctl "github.com/flotilla-io/flotilla/pkg/hub/ingress"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 const webService = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/flotilla-io/flotilla/pkg/util/wrap"
+	"github.com/flotilla-io/flotilla/pkg/wrap"
 )
 
 // wrapOptions are the flags of `hub wrap`.

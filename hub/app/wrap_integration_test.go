@@ -30,7 +30,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 )
 
-const seedsDir = "../../pkg/util/wrap/testdata/karmada/"
+const seedsDir = "../../pkg/wrap/testdata/karmada/"
 
 // The seeds' Karmada YAML, converted by `hub wrap --from-karmada` and
 // applied to a real hub, schedules as the seeds say:

@@ -16,7 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-const karmadaTestdata = "../../pkg/util/wrap/testdata/karmada"
+const karmadaTestdata = "../../pkg/wrap/testdata/karmada"
 
 // runHubWrap runs `hub <args>` as the binary would and returns stdout,
 // stderr and the error that makes the exit code non-zero.

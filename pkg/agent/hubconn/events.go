@@ -6,8 +6,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla-io/flotilla/pkg/clusterevents"
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
-	"github.com/flotilla-io/flotilla/pkg/util/clusterevents"
 )
 
 // NewEventRecorder returns a recorder of events on hub objects, and a

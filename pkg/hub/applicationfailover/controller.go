@@ -44,8 +44,8 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // EventEvictWorkload is recorded on the binding when an unhealthy

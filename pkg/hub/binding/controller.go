@@ -41,10 +41,10 @@ import (
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Event and condition reasons.

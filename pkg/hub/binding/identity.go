@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
 )
 
 // identityError: the overrides of one cluster changed what object the Work

@@ -11,7 +11,7 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
 )
 
 // The hub's re-check of a rendered manifest, with the overrides applied by

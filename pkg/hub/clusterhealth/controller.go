@@ -30,7 +30,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 )
 
 // Options configure the Controller.

@@ -39,7 +39,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 )
 
 const (

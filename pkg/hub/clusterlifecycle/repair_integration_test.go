@@ -27,13 +27,13 @@ import (
 
 	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/clusterevents"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillascheme "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
-	"github.com/flotilla-io/flotilla/pkg/util/clusterevents"
 )
 
 // hubIdentity installs the hub's shipped RBAC and admission policy

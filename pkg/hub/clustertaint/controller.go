@@ -26,12 +26,12 @@ import (
 	"k8s.io/utils/clock"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
-	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 )
 
 // Event reasons.

@@ -31,10 +31,10 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Event reasons, Karmada's names.

@@ -10,7 +10,7 @@ import (
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 func TestMatchPolicy(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/flotilla-io/flotilla/pkg/util/wrap"
+	"github.com/flotilla-io/flotilla/pkg/wrap"
 )
 
 // ReasonManifestScope: the template may not hold its object (a cluster-scoped

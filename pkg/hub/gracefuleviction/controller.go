@@ -46,8 +46,8 @@ import (
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // EventEvictSucceed is recorded on the binding and its template when a task

@@ -52,7 +52,7 @@ import (
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 )
 
 // Event reasons on a MultiClusterIngress.

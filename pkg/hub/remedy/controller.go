@@ -46,7 +46,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	remedylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/remedy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 )
 
 // EventRemedyActionsChanged is recorded on a Cluster whose remedy actions

@@ -34,8 +34,8 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // AnnotationScheduledPlacement holds the placement (JSON) of the last

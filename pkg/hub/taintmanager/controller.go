@@ -53,8 +53,8 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/util/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // EventEvictWorkload is recorded on the binding when it is evicted from a

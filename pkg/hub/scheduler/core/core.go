@@ -33,7 +33,7 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 )
 
 // Input is everything a scheduling decision depends on.

@@ -28,7 +28,7 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 )
 
 // assignReplicas gives each selected cluster its replicas, or says why it

@@ -17,8 +17,8 @@ import (
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
-	"github.com/flotilla-io/flotilla/pkg/util/overrides"
-	"github.com/flotilla-io/flotilla/pkg/util/workobjects"
+	"github.com/flotilla-io/flotilla/pkg/overrides"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // karmadaVersion is the version of every Karmada kind Flotilla converts.

@@ -37,7 +37,7 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/util/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 )
 
 // AnnotationAppliedOverrides is the Work annotation holding the JSON of the
