@@ -107,8 +107,12 @@ var _ = Describe("Manifests", func() {
 		By("holding nothing it does not use (RBAC)")
 		_, err = hub.CoreV1().Secrets(clusterNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2e-dry-run"}}, dryRun)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "secrets: %v", err)
-		_, err = hub.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, clusterlifecycle.AgentServiceAccount, &authenticationv1.TokenRequest{}, dryRun)
-		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "serviceaccounts/token: %v", err)
+		// Tokens: only the agent's own ServiceAccount, only in cluster
+		// namespaces (it holds that rule to grant agents their renewal).
+		_, err = hub.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, "default", &authenticationv1.TokenRequest{}, dryRun)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "serviceaccounts/token of another ServiceAccount: %v", err)
+		_, err = hub.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, clusterlifecycle.AgentServiceAccount, &authenticationv1.TokenRequest{}, dryRun)
+		Expect(forbiddenBy(err, "flotilla-hub-scope")).To(BeTrue(), "serviceaccounts/token outside flotilla-es-*: %v", err)
 	})
 })
 
