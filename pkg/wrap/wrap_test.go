@@ -23,7 +23,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/scheme"
 )
 
-const e2eTestdata = "../../../e2e/testdata"
+const e2eTestdata = "../../e2e/testdata"
 
 // strictDecoder decodes Flotilla objects and refuses unknown or duplicate
 // fields, as `kubectl apply --validate=strict` would.
