@@ -111,7 +111,20 @@ var _ = Describe("Manifests", func() {
 		// namespaces (it holds that rule to grant agents their renewal).
 		_, err = hub.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, "default", &authenticationv1.TokenRequest{}, dryRun)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "serviceaccounts/token of another ServiceAccount: %v", err)
-		_, err = hub.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, clusterlifecycle.AgentServiceAccount, &authenticationv1.TokenRequest{}, dryRun)
+		// A flotilla-agent ServiceAccount outside the cluster namespaces (the
+		// token API looks the ServiceAccount up before admission runs).
+		admin, err := env.RestConfig(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		adminKube, err := kubernetes.NewForConfig(admin)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = adminKube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: clusterlifecycle.AgentServiceAccount}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		DeferCleanup(func(ctx context.Context) {
+			_ = adminKube.CoreV1().ServiceAccounts("default").Delete(ctx, clusterlifecycle.AgentServiceAccount, metav1.DeleteOptions{})
+		})
+		_, err = hub.CoreV1().ServiceAccounts("default").CreateToken(ctx, clusterlifecycle.AgentServiceAccount, &authenticationv1.TokenRequest{}, dryRun)
 		Expect(forbiddenBy(err, "flotilla-hub-scope")).To(BeTrue(), "serviceaccounts/token outside flotilla-es-*: %v", err)
 	})
 })
