@@ -27,6 +27,8 @@ type Metrics struct {
 	ClusterObjectWrites *prometheus.CounterVec
 	// FleetGuardState is 1 for the current fleet guard state.
 	FleetGuardState *prometheus.GaugeVec
+	// FleetGuardRegionState is 1 for each region's current guard state.
+	FleetGuardRegionState *prometheus.GaugeVec
 	// UnhealthyClusters is the number of not-Ready clusters per region ("" = all).
 	UnhealthyClusters *prometheus.GaugeVec
 
@@ -85,6 +87,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "cluster_object_writes_total", Help: "Writes (create, update, delete) of clusters' namespaces, Leases and agent identities, by kind and operation."}, []string{"kind", "operation"}),
 		FleetGuardState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "fleet_guard_state", Help: "1 for the fleet guard's current state (Normal, PartialDisruption, FullDisruption)."}, []string{"state"}),
+		FleetGuardRegionState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "fleet_guard_region_state", Help: "1 for each region's fleet guard state (Normal, PartialDisruption, FullDisruption); region=\"\" holds the clusters without a region."}, []string{"region", "state"}),
 		UnhealthyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "unhealthy_clusters", Help: "Clusters that are not Ready, per region (region=\"\" is the whole fleet)."}, []string{"region"}),
 		ScheduleAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
@@ -124,7 +128,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.RemedyActions, m.IngressBlockedClusters, m.IngressServingClusters)
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
-	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.UnhealthyClusters)
+	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.FleetGuardRegionState, m.UnhealthyClusters)
 	reg.MustRegister(m.ClusterObjectWrites)
 	return m
 }
