@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,8 @@ type Controller struct {
 	works     worklisters.WorkLister
 	clusters  clusterlisters.ClusterLister
 	synced    []cache.InformerSynced
+	// bindingIndexers index both binding kinds by their tasks' clusters.
+	bindingIndexers []cache.Indexer
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -100,7 +103,20 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	for _, inf := range bindingInformers {
 		// Status changes matter: they are how the new placement turns healthy.
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: withTasks, UpdateFunc: func(_, n any) { withTasks(n) }})
+		utilruntime.Must(inf.AddIndexers(cache.Indexers{taskClusterIndex: taskClusters}))
+		c.bindingIndexers = append(c.bindingIndexers, inf.GetIndexer())
 	}
+	// A cluster that turns fit again may cancel the evictions from it that
+	// nothing replaced (Cancellable).
+	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueTasksOn(obj.(*clusterv1alpha1.Cluster).Name) },
+		UpdateFunc: func(o, n any) {
+			oc, nc := o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster)
+			if fitnessChanged(oc, nc) {
+				c.enqueueTasksOn(nc.Name)
+			}
+		},
+	})
 	// A deleted old Work ends a Directly task.
 	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -114,6 +130,39 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		}
 	}})
 	return c
+}
+
+const taskClusterIndex = "gracefulEvictionTaskCluster"
+
+// taskClusters indexes a binding by the clusters it has tasks for.
+func taskClusters(obj any) ([]string, error) {
+	spec := workobjects.SpecOf(obj)
+	if spec == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(spec.GracefulEvictionTasks))
+	for _, t := range spec.GracefulEvictionTasks {
+		out = append(out, t.FromCluster)
+	}
+	return out, nil
+}
+
+func (c *Controller) enqueueTasksOn(cluster string) {
+	for _, indexer := range c.bindingIndexers {
+		objs, _ := indexer.ByIndex(taskClusterIndex, cluster)
+		for _, o := range objs {
+			workobjects.EnqueueKey(c.queue.Add)(o)
+		}
+	}
+}
+
+// fitnessChanged: what Cancellable reads of a cluster changed.
+func fitnessChanged(o, n *clusterv1alpha1.Cluster) bool {
+	return !apiequality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+		!apiequality.Semantic.DeepEqual(o.Labels, n.Labels) || !apiequality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		meta.IsStatusConditionTrue(o.Status.Conditions, clusterv1alpha1.ClusterConditionReady) !=
+			meta.IsStatusConditionTrue(n.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
 }
 
 // Run works until ctx is done.
@@ -141,10 +190,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		task *workv1alpha1.GracefulEvictionTask
 		a    Assessment
 	}
-	var done []ended
+	var done, cancelled []ended
 	var recheck time.Duration
+	updated := binding.DeepCopy()
 	for i := range binding.Spec.GracefulEvictionTasks {
 		task := &binding.Spec.GracefulEvictionTasks[i]
+		if cn := Cancellable(task, binding, c.cluster(task.FromCluster), c.oldWorkLive(binding, task.FromCluster)); cn.Cancel {
+			cancelTask(&updated.Spec, *task, cn.Replicas)
+			cancelled = append(cancelled, ended{task, Assessment{Done: true, Why: cn.Why, Outcome: "cancelled"}})
+			continue
+		}
 		a := Assess(task, binding, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
 		if a.Done {
 			done = append(done, ended{task, a})
@@ -158,27 +213,35 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if recheck > 0 {
 		c.queue.AddAfter(key, recheck)
 	}
-	if len(done) == 0 {
+	if len(done) == 0 && len(cancelled) == 0 {
 		return nil
 	}
-	updated := binding.DeepCopy()
+	// One update: the tasks that ended or were cancelled go, and a
+	// cancelled task's cluster is back in the placement (cancelTask).
 	updated.Spec.GracefulEvictionTasks = keep
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	tmpl := c.template(binding)
+	record := func(reason, msg string) {
+		if c.opts.Recorder == nil {
+			return
+		}
+		c.opts.Recorder.Event(binding, corev1.EventTypeNormal, reason, msg)
+		if tmpl != nil {
+			c.opts.Recorder.Event(tmpl, corev1.EventTypeNormal, reason, msg)
+		}
+	}
+	for _, d := range cancelled {
+		logger.Info("Graceful eviction cancelled", "cluster", d.task.FromCluster, "why", d.a.Why)
+		c.observeEnd(d.task, d.a, now)
+		record(EventEvictionCancelled, "Eviction from cluster "+d.task.FromCluster+" cancelled: "+d.a.Why)
+	}
 	for _, d := range done {
 		logger.Info("Graceful eviction ended", "cluster", d.task.FromCluster, "why", d.a.Why)
 		c.observeEnd(d.task, d.a, now)
-		if c.opts.Recorder == nil {
-			continue
-		}
-		msg := "Evicted from cluster " + d.task.FromCluster + ": " + d.a.Why
-		c.opts.Recorder.Event(binding, corev1.EventTypeNormal, EventEvictSucceed, msg)
-		if tmpl != nil {
-			c.opts.Recorder.Event(tmpl, corev1.EventTypeNormal, EventEvictSucceed, msg)
-		}
+		record(EventEvictSucceed, "Evicted from cluster "+d.task.FromCluster+": "+d.a.Why)
 	}
 	return nil
 }
@@ -244,6 +307,21 @@ func (c *Controller) oldWorkGone(binding *workv1alpha1.ResourceBinding, cluster 
 	}
 	cl, err := c.clusters.Get(cluster)
 	return err != nil || !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+}
+
+// oldWorkLive: the cluster's Work exists and is not being deleted.
+func (c *Controller) oldWorkLive(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	w, err := c.works.Works(clusterlifecycle.Namespace(cluster)).Get(workobjects.WorkName(binding.Namespace, binding.Name))
+	return err == nil && w.DeletionTimestamp == nil
+}
+
+// cluster is the named cluster, nil if it does not exist.
+func (c *Controller) cluster(name string) *clusterv1alpha1.Cluster {
+	cl, err := c.clusters.Get(name)
+	if err != nil {
+		return nil
+	}
+	return cl
 }
 
 // template is the binding's owning template, for events; nil if unknown.
