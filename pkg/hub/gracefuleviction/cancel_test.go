@@ -105,7 +105,9 @@ func TestCancellable(t *testing.T) {
 				c.Spec.Taints = []corev1.Taint{{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}
 			})},
 		{name: "affinity no longer matches", task: task(""), cluster: ready(nil), live: true,
-			binding: binding(func(b *workv1alpha1.ResourceBinding) { b.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member2"} })},
+			binding: binding(func(b *workv1alpha1.ResourceBinding) {
+				b.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member2"}
+			})},
 		{name: "some clusterAffinities term matches", task: task(""), cluster: ready(nil), live: true, cancel: true, replicas: 3,
 			binding: binding(func(b *workv1alpha1.ResourceBinding) {
 				b.Spec.Placement.ClusterAffinity = nil

@@ -74,7 +74,7 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	// bindingIndexers index both binding kinds by their tasks' clusters.
 	bindingIndexers []cache.Indexer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue           workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the controller to factory's informers.
