@@ -431,7 +431,7 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 func mirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
 	status.Clusters = binding.Spec.Clusters
 	status.AggregatedStatus = binding.Status.AggregatedStatus
-	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied} {
+	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate} {
 		if cond := meta.FindStatusCondition(binding.Status.Conditions, t); cond != nil {
 			mirrored := *cond
 			mirrored.ObservedGeneration = generation
