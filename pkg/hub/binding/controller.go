@@ -247,7 +247,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		// template why not. Until then the Works stay as they are.
 		return nil
 	}
-	overrideErrs, wants, err := c.syncWorks(ctx, binding, obj)
+	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation)
 	if err != nil {
 		if !apierrors.IsConflict(err) {
 			c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
@@ -257,7 +257,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if err := c.deleteUntargetedWorks(ctx, binding); err != nil {
 		return err
 	}
-	return c.updateStatus(ctx, binding, overrideErrs, wants)
+	return c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation)
 }
 
 // finalize deletes a deleted binding's Works, then lets it go. The Works'
@@ -323,13 +323,16 @@ func (c *Controller) count(op string) {
 // override that cannot be applied leaves that cluster's Work as it was
 // and is reported per cluster (it is the user's to fix, not a retry).
 // It also returns each cluster's wanted Work spec, against which the
-// status of the stored Work is judged.
-func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured) (map[string]error, map[string]*workv1alpha1.WorkSpec, error) {
+// status of the stored Work is judged, and the clusters whose stored Work
+// is now the one wanted (rendered from templateGeneration).
+func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured,
+	templateGeneration int64) (map[string]error, map[string]*workv1alpha1.WorkSpec, map[string]bool, error) {
 	overrideErrs := map[string]error{}
 	wants := map[string]*workv1alpha1.WorkSpec{}
+	current := map[string]bool{}
 	clusterPolicies, policies, err := c.overridePolicies(binding.Namespace)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	holdNew := c.purgingDirectly(binding)
 	for _, target := range binding.Spec.Clusters {
@@ -338,14 +341,14 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			continue // the scheduler moves the binding off a deleted cluster
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if cluster.DeletionTimestamp != nil {
 			// Its teardown releases and deletes its Works; a Work written
 			// (or a finalizer put back) now would hold the namespace forever.
 			continue
 		}
-		want, err := c.render(binding, obj, cluster, target, clusterPolicies, policies)
+		want, err := c.render(binding, obj, templateGeneration, cluster, target, clusterPolicies, policies)
 		if err != nil {
 			overrideErrs[target.Name] = err
 			reason := EventApplyOverrideFailed
@@ -361,11 +364,13 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 				continue // created once the Directly-evicted copy is gone
 			}
 		}
-		if err := c.ensureWork(ctx, want); err != nil {
-			return nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
+		ok, err := c.ensureWork(ctx, want)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
 		}
+		current[target.Name] = ok
 	}
-	return overrideErrs, wants, nil
+	return overrideErrs, wants, current, nil
 }
 
 func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverridePolicy, []*policyv1alpha1.OverridePolicy, error) {
@@ -383,13 +388,19 @@ func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverr
 }
 
 // render builds the Work of one cluster.
-func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured, cluster *clusterv1alpha1.Cluster,
+func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured, templateGeneration int64, cluster *clusterv1alpha1.Cluster,
 	target workv1alpha1.TargetCluster, clusterPolicies []*policyv1alpha1.ClusterOverridePolicy, policies []*policyv1alpha1.OverridePolicy) (*workv1alpha1.Work, error) {
 	manifest := obj.DeepCopy()
 	cleanManifest(manifest)
 	if binding.Spec.Replicas > 0 {
 		if err := resourceinterpreter.ReviseReplica(manifest, target.Replicas); err != nil {
 			return nil, err
+		}
+		if divided(binding) {
+			// A Divided Job runs its share of the completions too.
+			if err := resourceinterpreter.ReviseCompletions(manifest, binding.Spec.Clusters, target.Name); err != nil {
+				return nil, err
+			}
 		}
 	}
 	applied, err := overrides.Apply(manifest, cluster, clusterPolicies, policies)
@@ -409,6 +420,8 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 		workobjects.AnnotationBindingNamespace: binding.Namespace,
 		workobjects.AnnotationBindingName:      binding.Name,
 		workobjects.AnnotationCluster:          cluster.Name,
+		// What the Work renders, so a copy left behind can be told stale.
+		workv1alpha1.AnnotationTemplateGeneration: strconv.FormatInt(templateGeneration, 10),
 	}
 	if applied != nil {
 		b, err := json.Marshal(applied)
@@ -460,26 +473,27 @@ func suspended(s *policyv1alpha1.Suspension, cluster string) *bool {
 
 // ensureWork creates want or brings the stored Work to it, changing only
 // what the hub owns (the agent owns the status and may add a finalizer).
-func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) error {
+// It reports whether the stored Work is now want.
+func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (bool, error) {
 	obj, exists, err := c.works.GetByKey(want.Namespace + "/" + want.Name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !exists {
 		if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return nil // the cache is behind; the Work's event brings us back
+				return false, nil // the cache is behind; the Work's event brings us back
 			}
-			return err
+			return false, err
 		}
 		c.count("create")
-		return nil
+		return true, nil
 	}
 	current := obj.(*workv1alpha1.Work)
 	if current.DeletionTimestamp != nil {
 		// Still being removed from its cluster (e.g. the cluster left the
 		// placement and came back); recreate it once it is gone.
-		return nil
+		return false, nil
 	}
 	updated := current.DeepCopy()
 	updated.Spec = want.Spec
@@ -498,13 +512,13 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) er
 		updated.Finalizers = append(updated.Finalizers, workv1alpha1.ExecutionFinalizer)
 	}
 	if sameSpec(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.ObjectMeta, current.ObjectMeta) {
-		return nil
+		return true, nil
 	}
 	if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		return err
+		return false, err
 	}
 	c.count("update")
-	return nil
+	return true, nil
 }
 
 // sameSpec compares Work specs with the manifests compared as JSON values:
@@ -581,7 +595,8 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 }
 
 // updateStatus sums the target clusters' Works into the binding's status.
-func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error, wants map[string]*workv1alpha1.WorkSpec) error {
+func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error,
+	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(binding.Spec.Clusters))
 	for _, target := range binding.Spec.Clusters {
@@ -597,6 +612,7 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 	updated := binding.DeepCopy()
 	updated.Status.AggregatedStatus = items
 	meta.SetStatusCondition(&updated.Status.Conditions, fullyApplied(binding, items, overrideErrs))
+	meta.SetStatusCondition(&updated.Status.Conditions, worksUpToDate(binding, templateGeneration, copies))
 	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
 		return nil
 	}
