@@ -27,15 +27,10 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
 
-// The agents in the environment run with the defaults: status every 10s,
-// Ready flips after 30s of failure or success, the hub Lease is renewed
-// every 10s (40s × 0.25), DNS is probed every 5s with 30s thresholds, and the
-// agent leader's Lease in the member lasts 15s.
+// The agents and the hub run with env.Timings (framework.ShortTimings in
+// the suite's own local environment, the defaults elsewhere): the specs
+// wait out and bound those, never assumed values.
 const (
-	clusterThreshold = 30 * time.Second
-	dnsThreshold     = 30 * time.Second
-	hubLeaseGrace    = 40 * time.Second
-	electionLease    = 15 * time.Second
 	agentLeaderLease = "flotilla-agent"
 	agentNamespace   = "flotilla-system"
 )
@@ -74,6 +69,13 @@ var _ = Describe("Agent health", Ordered, func() {
 		}
 		return l.Spec.RenewTime.Time
 	}
+
+	var clusterFailureThreshold, clusterSuccessThreshold, hubLeaseGrace, electionLease, renewInterval, statusPeriod time.Duration
+	BeforeAll(func() {
+		t := env.Timings
+		clusterFailureThreshold, clusterSuccessThreshold = t.ClusterFailureThreshold, t.ClusterSuccessThreshold
+		hubLeaseGrace, electionLease, renewInterval, statusPeriod = t.HubLeaseGrace, t.ElectionLease, t.RenewInterval(), t.StatusUpdateFrequency
+	})
 
 	It("reports every member Ready with its identity, inventory and DNS, and renews its Lease on the hub", func(ctx SpecContext) {
 		for _, m := range env.Members {
@@ -147,15 +149,18 @@ var _ = Describe("Agent health", Ordered, func() {
 		}).WithTimeout(hubLeaseGrace).WithPolling(250 * time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("leader %s killed: new leader %s after %s; hub Lease at most %s old\n", leader, holder(), takeover.Round(time.Millisecond), maxStaleness.Round(time.Millisecond))
 		// client-go semantics: a standby checks the Lease every retry period
-		// plus up to 1.2× jitter (2–4.4s), so it notices the last renewal up
-		// to 4.4s late, waits the 15s lease from then, and tries again up to
-		// 4.4s after it expires: at most 15 + 2 × 4.4 = 23.8s.
-		Expect(takeover).To(BeNumerically("<", electionLease+9*time.Second), "takeover within the election lease (+ retries)")
+		// plus up to 1.2× jitter (2.2 × retry), so it notices the last
+		// renewal up to that late, waits the lease from then, and tries
+		// again up to that long after it expires: at most lease + 4.4 ×
+		// retry (15 + 8.8s with the defaults), and a few seconds for a
+		// loaded machine.
+		bound := electionLease + time.Duration(4.4*float64(env.Timings.ElectionRetryPeriod)) + 3*time.Second
+		Expect(takeover).To(BeNumerically("<", bound), "takeover within the election lease (+ retries)")
 		Expect(maxStaleness).To(BeNumerically("<", hubLeaseGrace), "hub Lease stale past the grace period")
 		Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)).To(Equal(metav1.ConditionTrue), "a leader change is not an outage")
 	})
 
-	It("keeps a member Ready through a 5-second apiserver outage inside the 30-second threshold", func(ctx SpecContext) {
+	It("keeps a member Ready through a 5-second apiserver outage inside the failure threshold", func(ctx SpecContext) {
 		m := env.Members[2]
 		Expect(status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)).To(Equal(metav1.ConditionTrue))
 		leaderMetrics := leaderAgentMetrics(ctx, m)
@@ -164,26 +169,27 @@ var _ = Describe("Agent health", Ordered, func() {
 
 		stopped := time.Now()
 		Expect(env.Ctl(ctx, "stop-cluster", env.ClusterName(m))).To(Succeed())
-		// The outage spans at least one probe (every 10s): wait until the
-		// leader has seen the apiserver fail — a failed probe, or its
-		// step-down after the 10s renew deadline without a member Lease
+		// The outage spans at least one probe (every status period): wait
+		// until the leader has seen the apiserver fail — a failed probe, or
+		// its step-down after the renew deadline without a member Lease
 		// renewal, whichever comes first — then hold 5 seconds more.
 		Eventually(ctx, func() bool {
 			return metricSum(ctx, leaderMetrics, "flotilla_agent_probe_results_total", `probe="apiserver"`, `status="False"`) > failedBefore ||
 				metricSum(ctx, leaderMetrics, "flotilla_agent_leader_step_downs_total", `reason="MemberLeaseNotRenewed"`) > stepDownsBefore
-		}).WithTimeout(20*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "the leader never noticed the outage")
+		}).WithTimeout(statusPeriod+env.Timings.ElectionRenewDeadline+10*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "the leader never noticed the outage")
 		outage := time.NewTimer(5 * time.Second)
 		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
 			WithTimeout(5 * time.Second).Should(Equal(metav1.ConditionTrue))
 		<-outage.C
 		Expect(env.Ctl(ctx, "start-cluster", env.ClusterName(m))).To(Succeed())
 		GinkgoWriter.Printf("member apiserver was down for %s\n", time.Since(stopped).Round(time.Millisecond))
-		Expect(time.Since(stopped)).To(BeNumerically("<", clusterThreshold), "the outage must stay inside the threshold for this spec to mean anything")
+		Expect(time.Since(stopped)).To(BeNumerically("<", clusterFailureThreshold), "the outage must stay inside the threshold for this spec to mean anything")
 
 		// Ready must not move until well past the point where an undamped
-		// agent would have flipped it (threshold + one status period).
+		// agent would have flipped it (threshold + one status period + a
+		// few seconds).
 		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
-			WithTimeout(time.Until(stopped.Add(clusterThreshold + 10*time.Second))).WithPolling(500 * time.Millisecond).
+			WithTimeout(time.Until(stopped.Add(clusterFailureThreshold + statusPeriod + 3*time.Second))).WithPolling(500 * time.Millisecond).
 			Should(Equal(metav1.ConditionTrue))
 	})
 
@@ -205,7 +211,7 @@ var _ = Describe("Agent health", Ordered, func() {
 			notReady = condition(ctx, m.Name, clusterv1alpha1.ClusterConditionReady)
 			g.Expect(notReady).NotTo(BeNil())
 			g.Expect(notReady.Status).NotTo(Equal(metav1.ConditionTrue))
-		}).WithTimeout(hubLeaseGrace + clusterThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(hubLeaseGrace + clusterFailureThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 		wentDown := time.Since(stopped)
 		switch notReady.Status {
 		case metav1.ConditionFalse:
@@ -215,16 +221,16 @@ var _ = Describe("Agent health", Ordered, func() {
 		default:
 			Fail(fmt.Sprintf("Ready %q", notReady.Status))
 		}
-		Expect(wentDown).To(BeNumerically(">=", clusterThreshold), "Ready left True before the failure threshold")
+		Expect(wentDown).To(BeNumerically(">=", clusterFailureThreshold), "Ready left True before the failure threshold")
 		GinkgoWriter.Printf("Ready %s %s after the member apiserver stopped (%s): %s\n", notReady.Status, wentDown.Round(time.Millisecond), notReady.Reason, notReady.Message)
 
 		started := time.Now()
 		Expect(env.Ctl(ctx, "start-cluster", env.ClusterName(m))).To(Succeed())
 		Eventually(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, clusterv1alpha1.ClusterConditionReady) }).
-			WithTimeout(clusterThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
+			WithTimeout(clusterSuccessThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
 		wentTrue := time.Since(started)
 		GinkgoWriter.Printf("Ready True %s after the member apiserver was started\n", wentTrue.Round(time.Millisecond))
-		Expect(wentTrue).To(BeNumerically(">=", clusterThreshold), "Ready went True before the success threshold")
+		Expect(wentTrue).To(BeNumerically(">=", clusterSuccessThreshold), "Ready went True before the success threshold")
 	})
 
 	It("stops renewing the hub Lease when every agent of the member stops, and resumes when one returns", func(ctx SpecContext) {
@@ -238,9 +244,9 @@ var _ = Describe("Agent health", Ordered, func() {
 			}
 		})
 		last := hubRenewTime(ctx, m.Name)
-		// Two renew intervals (2 × 10s) without a renewal.
+		// Over two renew intervals (and a few seconds) without a renewal.
 		Consistently(ctx, func() time.Time { return hubRenewTime(ctx, m.Name) }).
-			WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Equal(last))
+			WithTimeout(2*renewInterval + 5*time.Second).WithPolling(500 * time.Millisecond).Should(Equal(last))
 
 		Expect(env.Ctl(ctx, "start", m.Agents[0])).To(Succeed())
 		eventually(ctx, func() time.Time { return hubRenewTime(ctx, m.Name) }).Should(BeTemporally(">", last))
@@ -260,11 +266,11 @@ var _ = Describe("Agent health", Ordered, func() {
 		garbage := startGarbageDNSServer()
 		node := m.Name + "-node-garbage"
 		health := freeAddr()
-		extra := startBinary("agent", "--cluster-name", m.Name,
+		extra := startBinary("agent", append(env.Timings.AgentFlags(), "--cluster-name", m.Name,
 			"--kubeconfig", m.Kubeconfig, "--hub-kubeconfig", env.HubAgentKubeconfig,
 			"--node-name", node, "--dns-server", garbage,
 			"--dns-failure-threshold", "5s", "--dns-detect-period", "1s",
-			"--health-probe-bind-address", health, "--metrics-bind-address", "0")
+			"--health-probe-bind-address", health, "--metrics-bind-address", "0")...)
 		DeferCleanup(func(ctx context.Context) {
 			Expect(extra.Process.Signal(syscall.SIGTERM)).To(Succeed())
 			Expect(extra.Wait()).To(Succeed(), "the extra agent exits cleanly")
@@ -287,8 +293,11 @@ var _ = Describe("Agent health", Ordered, func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Message).To(ContainSubstring(node))
 		}).Should(Succeed())
+		// Past the point where the leader, were one failing node enough,
+		// would have turned DNS False (its failure threshold after the
+		// verdict, and a status period).
 		Consistently(ctx, func() metav1.ConditionStatus { return status(ctx, m.Name, dnsCond) }).
-			WithTimeout(25 * time.Second).WithPolling(500 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
+			WithTimeout(env.Timings.DNSFailureThreshold + statusPeriod + 5*time.Second).WithPolling(500 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
 		// Garbage is a verdict, not a crash.
 		code, _, err := testenv.HTTPGet(ctx, health, "/healthz")
 		Expect(err).NotTo(HaveOccurred())

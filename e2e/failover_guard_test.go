@@ -56,7 +56,7 @@ var _ = Describe("Fleet guard", func() {
 		}
 		DeferCleanup(start)
 
-		// All members go Unknown (40s lease grace)…
+		// All members go Unknown (the hub Lease grace, env.Timings)…
 		Eventually(ctx, func(g Gomega) {
 			for _, m := range env.Members {
 				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m.Name, metav1.GetOptions{})

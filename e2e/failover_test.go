@@ -72,7 +72,7 @@ var _ = Describe("Failover", func() {
 		}
 		DeferCleanup(restart)
 
-		// Lease grace (40s) → Unknown → NoExecute (20s) → toleration (5s) →
+		// Lease grace (env.Timings) → Unknown → NoExecute (20s) → toleration (5s) →
 		// eviction → member2 scheduled 3 → 3 pods Running there.
 		Eventually(ctx, func(g Gomega) {
 			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})

@@ -134,6 +134,9 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 	}
 
 	It("takes member1 out of traffic while its CoreDNS is down, and back when it returns or the Remedy goes", func(ctx SpecContext) {
+		// The agents' DNS damping (env.Timings; the defaults are 30s each).
+		dnsFailureThreshold, dnsSuccessThreshold := env.Timings.DNSFailureThreshold, env.Timings.DNSSuccessThreshold
+		dnsThreshold := max(dnsFailureThreshold, dnsSuccessThreshold)
 		// A fresh environment reports DNS once the agents' first verdicts are in.
 		Eventually(ctx, func() metav1.ConditionStatus { return conditionStatus(dnsCondition(ctx, m1)) }).
 			WithTimeout(dnsThreshold + 60*time.Second).WithPolling(time.Second).Should(Equal(metav1.ConditionTrue))
@@ -155,7 +158,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		}).WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 		wentFalse := time.Since(stopped)
 		GinkgoWriter.Printf("DNS False %s after CoreDNS stopped: %s: %s\n", wentFalse.Round(time.Millisecond), failing.Reason, failing.Message)
-		Expect(wentFalse).To(BeNumerically(">=", dnsThreshold), "the agents' failure threshold damps flapping")
+		Expect(wentFalse).To(BeNumerically(">=", dnsFailureThreshold), "the agents' failure threshold damps flapping")
 		Expect(failing.Reason).To(BeElementOf(dnsprobe.ReasonResolverUnreachable, dnsprobe.ReasonTimeout))
 		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -188,7 +191,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		started := time.Now()
 		Eventually(ctx, func() metav1.ConditionStatus { return conditionStatus(dnsCondition(ctx, m1)) }).
 			WithTimeout(dnsThreshold + 60*time.Second).WithPolling(250 * time.Millisecond).Should(Equal(metav1.ConditionTrue))
-		Expect(time.Since(started)).To(BeNumerically(">=", dnsThreshold), "the agents' success threshold damps flapping")
+		Expect(time.Since(started)).To(BeNumerically(">=", dnsSuccessThreshold), "the agents' success threshold damps flapping")
 		eventually(ctx, func() []string { return remedyActions(ctx, m1) }).Should(BeEmpty())
 		expectTraffic(ctx, flotilla, ns, host, nil, lbIP[m1], lbIP[m2])
 	})

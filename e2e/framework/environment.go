@@ -51,6 +51,8 @@ type Environment struct {
 	// HubDNS is host:port of the hub's DNS traffic manager.
 	HubDNS  string
 	Members []Member
+	// Timings are the agent and hub timers the environment runs with.
+	Timings Timings
 	// ctl, when set, carries out Ctl instead of CtlScript (the kind provider).
 	ctl func(ctx context.Context, action, name string) error
 }
@@ -83,8 +85,12 @@ func LoadEnvironment(path string) (*Environment, error) {
 		Prefix:     kv["PREFIX"],
 		CtlScript:  kv["CTL"],
 	}
+	env.Timings = DefaultTimings()
 	if env.StateDir != "" {
 		env.HubAgentKubeconfig = filepath.Join(env.StateDir, "hub.kubeconfig")
+		if env.Timings, err = readTimings(env.StateDir); err != nil {
+			return nil, err
+		}
 	}
 	n, err := strconv.Atoi(kv["MEMBERS"])
 	if err != nil || env.Kubeconfig == "" || env.HubContext == "" {

@@ -945,7 +945,7 @@ func (p *kindProvider) install(ctx context.Context) (*Environment, error) {
 }
 
 func (p *kindProvider) kube(context string) (kubernetes.Interface, error) {
-	e := &Environment{Kubeconfig: p.kubeconfigPath()}
+	e := &Environment{Kubeconfig: p.kubeconfigPath(), Timings: DefaultTimings()}
 	return e.Kube(context)
 }
 

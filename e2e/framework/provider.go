@@ -37,11 +37,14 @@ func NewProvider(root string) (Provider, error) {
 // E2E_STATE_DIR=<dir> reuses an environment `make up` already made (for
 // example E2E_STATE_DIR=.local); otherwise the suite makes its own, under
 // .local/e2e with its own names and ports so it never touches the
-// developer's, and removes it afterwards (unless E2E_KEEP=1).
+// developer's, and removes it afterwards (unless E2E_KEEP=1). Its own
+// environment runs with ShortTimings (E2E_TIMINGS=default: the product's
+// defaults, about twice the waiting).
 type localProvider struct {
 	root     string
 	stateDir string
 	reuse    bool
+	timings  Timings
 }
 
 func newLocalProvider(root string) *localProvider {
@@ -51,7 +54,11 @@ func newLocalProvider(root string) *localProvider {
 		}
 		return &localProvider{root: root, stateDir: dir, reuse: true}
 	}
-	return &localProvider{root: root, stateDir: filepath.Join(root, ".local", "e2e")}
+	timings := ShortTimings()
+	if os.Getenv("E2E_TIMINGS") == "default" {
+		timings = DefaultTimings()
+	}
+	return &localProvider{root: root, stateDir: filepath.Join(root, ".local", "e2e"), timings: timings}
 }
 
 func (p *localProvider) script(ctx context.Context, name string) error {
@@ -65,6 +72,8 @@ func (p *localProvider) script(ctx context.Context, name string) error {
 		"NODES=2",
 		"AGENTS_PER_MEMBER=2",
 		"FAST=1",
+		"HUB_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("HUB_FLAGS")), p.timings.HubFlags()...), " "),
+		"AGENT_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("AGENT_FLAGS")), p.timings.AgentFlags()...), " "),
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -76,6 +85,9 @@ func (p *localProvider) script(ctx context.Context, name string) error {
 func (p *localProvider) Up(ctx context.Context) (*Environment, error) {
 	if !p.reuse {
 		if err := p.script(ctx, "local-up.sh"); err != nil {
+			return nil, err
+		}
+		if err := writeTimings(p.stateDir, p.timings); err != nil {
 			return nil, err
 		}
 	}
