@@ -262,7 +262,11 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 	now := c.opts.Clock.Now()
 	start := time.Now()
 	result, decideErr := core.Schedule(core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
-		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL})
+		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL,
+		ObservedAffinityName: binding.Status.SchedulerObservedAffinityName,
+		// Only a person's explicit request starts over (first term, fresh
+		// division); every other trigger keeps what runs.
+		Fresh: scheduleType == TypeRescheduleAsked})
 	decided := time.Now()
 	defer func() {
 		// An unschedulable binding returns nil (nothing to retry); the
@@ -291,10 +295,13 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 	}
 	placement := placementJSON(binding.Spec.Placement)
 	stored := binding
-	changed := !apiequality.Semantic.DeepEqual(result.Clusters, binding.Spec.Clusters) || binding.Annotations[AnnotationScheduledPlacement] != placement
+	newSpec := ApplyResult(&binding.Spec, result.Clusters, clusters, metav1.NewTime(now), scheduleType)
+	changed := !apiequality.Semantic.DeepEqual(newSpec.Clusters, binding.Spec.Clusters) ||
+		!apiequality.Semantic.DeepEqual(newSpec.GracefulEvictionTasks, binding.Spec.GracefulEvictionTasks) ||
+		binding.Annotations[AnnotationScheduledPlacement] != placement
 	if changed {
 		updated := binding.DeepCopy()
-		updated.Spec.Clusters = result.Clusters
+		updated.Spec = *newSpec
 		if updated.Annotations == nil {
 			updated.Annotations = map[string]string{}
 		}
@@ -312,6 +319,53 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 	}
 	return c.setScheduled(ctx, stored, metav1.ConditionTrue, ReasonScheduled,
 		"scheduled to "+describe(result.Clusters), scheduledAt, result.AffinityName)
+}
+
+// ApplyResult returns spec with the scheduling result written: a cluster
+// the result drops that is still in the fleet (and not being deleted) gets
+// a graceful eviction task in the same update, so its copy stays until the
+// new placement is healthy; a removal is not a failure, so it leaves no
+// eviction history. A cluster placed again while the scheduler's own task
+// for it is open keeps its copy: the task is dropped. spec is not changed.
+func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.TargetCluster,
+	clusters []*clusterv1alpha1.Cluster, now metav1.Time, scheduleType string) *workv1alpha1.ResourceBindingSpec {
+	out := spec.DeepCopy()
+	out.Clusters = result
+	placed := func(name string) bool {
+		return slices.ContainsFunc(result, func(t workv1alpha1.TargetCluster) bool { return t.Name == name })
+	}
+	out.GracefulEvictionTasks = slices.DeleteFunc(out.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool {
+		return t.Producer == workv1alpha1.EvictionProducerScheduler && placed(t.FromCluster)
+	})
+	var before []string
+	for _, t := range spec.Clusters {
+		before = append(before, t.Name)
+	}
+	for _, t := range spec.Clusters {
+		if placed(t.Name) || slices.ContainsFunc(out.GracefulEvictionTasks, func(task workv1alpha1.GracefulEvictionTask) bool {
+			return task.FromCluster == t.Name
+		}) {
+			continue
+		}
+		// A cluster leaving the fleet takes its copy with it: no task.
+		i := slices.IndexFunc(clusters, func(c *clusterv1alpha1.Cluster) bool { return c.Name == t.Name })
+		if i < 0 || clusters[i].DeletionTimestamp != nil {
+			continue
+		}
+		replicas := t.Replicas
+		out.GracefulEvictionTasks = append(out.GracefulEvictionTasks, workv1alpha1.GracefulEvictionTask{
+			FromCluster: t.Name,
+			PurgeMode:   policyv1alpha1.PurgeModeGracefully,
+			Replicas:    &replicas,
+			Reason:      workv1alpha1.EvictionReasonRescheduled,
+			Producer:    workv1alpha1.EvictionProducerScheduler,
+			Message: fmt.Sprintf("the scheduler took the cluster out of the placement (%s); its copy stays until the new placement is healthy",
+				scheduleType),
+			ClustersBeforeFailover: before,
+			CreationTimestamp:      &now,
+		})
+	}
+	return out
 }
 
 // observe records one scheduling attempt: the decision's duration
@@ -365,6 +419,10 @@ func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.Res
 	if scheduledAt != nil {
 		t := metav1.NewTime(*scheduledAt)
 		updated.Status.LastScheduledTime = &t
+	}
+	if status == metav1.ConditionTrue {
+		// The term the current result came from: the next schedule
+		// resumes from it.
 		updated.Status.SchedulerObservedAffinityName = affinityName
 	}
 	if status == metav1.ConditionFalse {

@@ -93,3 +93,49 @@ func TestTrigger(t *testing.T) {
 		})
 	}
 }
+
+func TestApplyResult(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	tc := func(name string, n int32) workv1alpha1.TargetCluster {
+		return workv1alpha1.TargetCluster{Name: name, Replicas: n}
+	}
+	fleet := []*clusterv1alpha1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "member1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "member2"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "member3", DeletionTimestamp: &now}}}
+	schedulerTask := func(cluster string) workv1alpha1.GracefulEvictionTask {
+		return workv1alpha1.GracefulEvictionTask{FromCluster: cluster, Reason: workv1alpha1.EvictionReasonRescheduled, Producer: workv1alpha1.EvictionProducerScheduler}
+	}
+
+	t.Run("a dropped cluster gets a graceful task, no history; a deleting one none", func(t *testing.T) {
+		spec := &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: []workv1alpha1.TargetCluster{tc("member1", 2), tc("member2", 1), tc("member3", 1)}}
+		got := ApplyResult(spec, []workv1alpha1.TargetCluster{tc("member2", 4)}, fleet, now, TypePlacementChanged)
+		if len(got.GracefulEvictionTasks) != 1 || len(got.EvictionHistory) != 0 {
+			t.Fatalf("tasks %+v, history %+v", got.GracefulEvictionTasks, got.EvictionHistory)
+		}
+		task := got.GracefulEvictionTasks[0]
+		if task.FromCluster != "member1" || *task.Replicas != 2 || task.PurgeMode != policyv1alpha1.PurgeModeGracefully ||
+			task.Reason != workv1alpha1.EvictionReasonRescheduled || task.Producer != workv1alpha1.EvictionProducerScheduler ||
+			!task.CreationTimestamp.Equal(&now) || len(task.ClustersBeforeFailover) != 3 || task.Message == "" {
+			t.Fatalf("task %+v", task)
+		}
+		if len(spec.GracefulEvictionTasks) != 0 {
+			t.Fatal("the input spec was changed")
+		}
+	})
+	t.Run("placed again while the scheduler's task is open: the task goes, a failure's stays", func(t *testing.T) {
+		failure := workv1alpha1.GracefulEvictionTask{FromCluster: "member2", Reason: workv1alpha1.EvictionReasonTaintUntolerated, Producer: workv1alpha1.EvictionProducerTaintManager}
+		spec := &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: []workv1alpha1.TargetCluster{tc("member2", 2)},
+			GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{schedulerTask("member1"), failure}}
+		got := ApplyResult(spec, []workv1alpha1.TargetCluster{tc("member1", 2)}, fleet, now, TypePlacementChanged)
+		if len(got.GracefulEvictionTasks) != 1 || got.GracefulEvictionTasks[0].FromCluster != "member2" ||
+			got.GracefulEvictionTasks[0].Producer != workv1alpha1.EvictionProducerTaintManager {
+			t.Fatalf("tasks %+v", got.GracefulEvictionTasks)
+		}
+	})
+	t.Run("nothing dropped: nothing added", func(t *testing.T) {
+		spec := &workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: []workv1alpha1.TargetCluster{tc("member1", 1)}}
+		got := ApplyResult(spec, []workv1alpha1.TargetCluster{tc("member1", 1), tc("member2", 2)}, fleet, now, TypeReplicasChanged)
+		if len(got.GracefulEvictionTasks) != 0 {
+			t.Fatalf("tasks %+v", got.GracefulEvictionTasks)
+		}
+	})
+}

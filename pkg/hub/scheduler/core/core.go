@@ -51,6 +51,15 @@ type Input struct {
 	// EvictionHistoryTTL is how long a cluster stays avoided after the
 	// binding was evicted from it.
 	EvictionHistoryTTL time.Duration
+	// ObservedAffinityName is the clusterAffinities term the current
+	// result came from (status.schedulerObservedAffinityName): scheduling
+	// resumes from it rather than from the first term.
+	ObservedAffinityName string
+	// Fresh asks for a schedule from scratch (a person set
+	// spec.rescheduleTriggeredAt): terms from the first, and replicas
+	// divided as if nothing ran. Otherwise what runs is kept: missing
+	// replicas are added, surplus ones taken away, never both.
+	Fresh bool
 }
 
 // Result is a scheduling decision.
@@ -112,20 +121,47 @@ func Schedule(in Input) (Result, error) {
 			terms = append(terms, term{name: t.AffinityName, affinity: &t.ClusterAffinity})
 		}
 	}
-	var firstErr error
-	for _, t := range terms {
-		clusters, err := scheduleTerm(in, placement, t.affinity)
-		if err == nil {
-			return Result{Clusters: clusters, AffinityName: t.name}, nil
+	// Resume from the term in use, then later terms: a workload that
+	// failed over to a backup term stays there (Karmada's observed
+	// affinity name). Earlier terms come last, and only because otherwise
+	// the workload would run nowhere; going back to them on purpose takes
+	// a reschedule (Fresh), whose removals are graceful.
+	if !in.Fresh && in.ObservedAffinityName != "" {
+		if i := slices.IndexFunc(terms, func(t term) bool { return t.name == in.ObservedAffinityName }); i > 0 {
+			terms = append(slices.Clone(terms[i:]), terms[:i]...)
 		}
-		if firstErr == nil {
-			firstErr = err
+	}
+	// Eviction history is a preference: first every term without the
+	// recently evicted clusters, then, rather than run nowhere, with them
+	// (they still pass the taint filters, so only healthy ones are taken).
+	var firstErr error
+	for _, allowEvicted := range []bool{false, true} {
+		// The last pass's error says what really stands in the way.
+		firstErr = nil
+		for _, t := range terms {
+			clusters, err := scheduleTerm(in, placement, t.affinity, allowEvicted)
+			if err == nil {
+				return Result{Clusters: clusters, AffinityName: t.name}, nil
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+		if !hasRecentEviction(in) {
+			break
 		}
 	}
 	return Result{}, firstErr
 }
 
-func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity) ([]workv1alpha1.TargetCluster, error) {
+// hasRecentEviction: some eviction history entry is still within the TTL.
+func hasRecentEviction(in Input) bool {
+	return slices.ContainsFunc(in.Spec.EvictionHistory, func(h workv1alpha1.EvictionHistoryEntry) bool {
+		return in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL))
+	})
+}
+
+func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) ([]workv1alpha1.TargetCluster, error) {
 	current := map[string]int32{}
 	for _, t := range in.Spec.Clusters {
 		current[t.Name] = t.Replicas
@@ -133,11 +169,15 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 	reasons := map[string]string{}
 	var feasible []candidate
 	for _, c := range in.Clusters {
-		if reason := filter(in, placement, affinity, c, current); reason != "" {
+		if reason := filter(in, placement, affinity, c, current, allowEvicted); reason != "" {
 			reasons[c.Name] = reason
 			continue
 		}
 		n, existing := current[c.Name]
+		// A cluster the scheduler itself took out still runs its copy
+		// until the task ends: locality prefers it, and placing it again
+		// ends the task (the controller drops it).
+		existing = existing || rescheduledFrom(in.Spec, c.Name)
 		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n})
 	}
 	fitErr := func(extra string) *FitError {
@@ -167,7 +207,7 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 }
 
 // filter returns why cluster c cannot run the binding, or "".
-func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32) string {
+func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32, allowEvicted bool) string {
 	if c.DeletionTimestamp != nil {
 		return reasonDeleting
 	}
@@ -182,20 +222,34 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
 		}
 	}
+	// A failure eviction (taint, application) keeps the cluster out while
+	// its task lasts; a scheduler's own removal does not, or a placement
+	// changed back while the task is open would leave the cluster out
+	// for good.
 	for _, task := range in.Spec.GracefulEvictionTasks {
-		if task.FromCluster == c.Name {
+		if task.FromCluster == c.Name && task.Producer != workv1alpha1.EvictionProducerScheduler {
 			return reasonEvicting
 		}
 	}
-	for _, h := range in.Spec.EvictionHistory {
-		if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
-			return reasonEvictedRecent
+	if !allowEvicted {
+		for _, h := range in.Spec.EvictionHistory {
+			if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
+				return reasonEvictedRecent
+			}
 		}
 	}
 	if !servesAPI(c, in.Spec.Resource.APIVersion, in.Spec.Resource.Kind) {
 		return reasonAPIMissing
 	}
 	return ""
+}
+
+// rescheduledFrom: the binding has a scheduler's (not a failure's)
+// graceful eviction task for cluster.
+func rescheduledFrom(spec *workv1alpha1.ResourceBindingSpec, cluster string) bool {
+	return slices.ContainsFunc(spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool {
+		return t.FromCluster == cluster && t.Producer == workv1alpha1.EvictionProducerScheduler
+	})
 }
 
 // untolerated returns the first NoSchedule or NoExecute taint no

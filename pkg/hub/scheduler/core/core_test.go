@@ -19,6 +19,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"reflect"
 	"testing"
 	"time"
@@ -430,4 +431,327 @@ func FuzzDivided(f *testing.F) {
 			t.Fatalf("sum %d != %d: %v", sum, replicas, got.Clusters)
 		}
 	})
+}
+
+func dynamic() *policyv1alpha1.ReplicaSchedulingStrategy {
+	return &policyv1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+		WeightPreference: &policyv1alpha1.ClusterPreferences{DynamicWeight: policyv1alpha1.DynamicWeightByAvailableReplicas}}
+}
+
+var aggregatedStrategy = &policyv1alpha1.ReplicaSchedulingStrategy{
+	ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated}
+
+// full reports room for no more pods: all 110 allocated.
+func full(c *clusterv1alpha1.Cluster) {
+	capacity("110", "100")(c)
+	c.Status.ResourceSummary.Allocated = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+}
+
+func failureTask(cluster string) workv1alpha1.GracefulEvictionTask {
+	return workv1alpha1.GracefulEvictionTask{FromCluster: cluster, Reason: workv1alpha1.EvictionReasonTaintUntolerated,
+		Producer: workv1alpha1.EvictionProducerTaintManager}
+}
+
+func recentlyEvicted(cluster string) workv1alpha1.EvictionHistoryEntry {
+	return workv1alpha1.EvictionHistoryEntry{ClusterName: cluster, EvictedAt: metav1.NewTime(now.Add(-time.Minute))}
+}
+
+// The rules of issue 17 for the scheduler, one case each.
+func TestScheduleKeepsWhatRuns(t *testing.T) {
+	noExecute := tainted(clusterv1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute)
+	w111 := weighted(map[string]int64{"member1": 1, "member2": 1, "member3": 1})
+	affinities := func(terms ...string) []policyv1alpha1.ClusterAffinityTerm {
+		var out []policyv1alpha1.ClusterAffinityTerm
+		for i := 0; i < len(terms); i += 2 {
+			out = append(out, policyv1alpha1.ClusterAffinityTerm{AffinityName: terms[i], ClusterAffinity: *names(terms[i+1])})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		in       Input
+		want     []workv1alpha1.TargetCluster
+		wantErr  string
+		affinity string
+	}{
+		{
+			name: "dynamic failover: full member2 keeps its 3, roomy member3 takes the missing 3 (the issue's case)",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member2", 3),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{failureTask("member1")},
+				Placement:             &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", noExecute, capacity("110", "100")), cluster("member2", full), cluster("member3", capacity("100", "100"))}},
+			want: targets("member2", 3, "member3", 3),
+		},
+		{
+			name: "dynamic: the missing replicas do not fit: a FitError, nobody shrinks",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member2", 3),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member2", full), cluster("member3", capacity("2", "100"))}},
+			wantErr: "2/2 clusters are available, but the selected clusters have room for 2 of the 3 missing replicas.",
+		},
+		{
+			name: "dynamic: a cluster without a resource summary gets none of the missing replicas",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member2", 3),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", capacity("10", "100")), cluster("member3", capacity("20", "100"))}},
+			want: targets("member2", 4, "member3", 2),
+		},
+		{
+			name: "static 1:1:1 failover: survivors keep 2 and get 1 more",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member2", 2, "member3", 2),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{failureTask("member1")},
+				Placement:             &policyv1alpha1.Placement{ReplicaScheduling: w111}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", noExecute), cluster("member2"), cluster("member3")}},
+			want: targets("member2", 3, "member3", 3),
+		},
+		{
+			name: "static 1:1:1 scale-up after a failover: the survivors keep 3 each, the returned cluster gets the new one",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 7, Clusters: targets("member2", 3, "member3", 3),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: w111}},
+				Clusters: clusters("member1", "member2", "member3")},
+			want: targets("member1", 1, "member2", 3, "member3", 3),
+		},
+		{
+			name: "static: a cluster added to the placement does not take replicas from the others",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member1", 3, "member2", 3),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: w111}},
+				Clusters: clusters("member1", "member2", "member3")},
+			want: targets("member1", 3, "member2", 3),
+		},
+		{
+			name: "static: a reschedule a person asked for divides afresh",
+			in: Input{Fresh: true, Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member1", 3, "member2", 3),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: w111}},
+				Clusters: clusters("member1", "member2", "member3")},
+			want: targets("member1", 2, "member2", 2, "member3", 2),
+		},
+		{
+			name: "static scale-down takes from where the result exceeds the weighted ideal",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: targets("member1", 5, "member2", 1),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"member1": 1, "member2": 1})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 3, "member2", 1),
+		},
+		{
+			name: "static scale-down from the ideal is the ideal",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: targets("member1", 2, "member2", 4),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"member1": 1, "member2": 2})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 1, "member2", 2),
+		},
+		{
+			name: "dynamic scale-down in proportion to what runs",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: targets("member1", 4, "member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", capacity("110", "100")), cluster("member2", capacity("110", "100"))}},
+			want: targets("member1", 2, "member2", 1),
+		},
+		{
+			name: "aggregated failover packs the missing onto the cluster running it, then the roomiest",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 6, Clusters: targets("member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: aggregatedStrategy}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", capacity("3", "100")), cluster("member2", capacity("1", "100")), cluster("member3", capacity("10", "100"))}},
+			want: targets("member2", 3, "member3", 3),
+		},
+		{
+			name: "aggregated: unknown capacity is no room (not infinite)",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4,
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: aggregatedStrategy}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", capacity("3", "100"))}},
+			wantErr: "2/2 clusters are available, but the selected clusters have room for 3 of 4 replicas.",
+		},
+		{
+			name: "aggregated scale-down keeps the largest",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: targets("member1", 1, "member2", 4),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: aggregatedStrategy}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 4),
+		},
+		{
+			name: "clusterAffinities resume from the observed term even when the primary fits again",
+			in: Input{ObservedAffinityName: "backup", Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("primary", "member1", "backup", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 2), affinity: "backup",
+		},
+		{
+			name: "clusterAffinities: a reschedule asked for starts from the first term",
+			in: Input{Fresh: true, ObservedAffinityName: "backup", Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("primary", "member1", "backup", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 2), affinity: "primary",
+		},
+		{
+			name: "clusterAffinities: later terms before earlier ones",
+			in: Input{ObservedAffinityName: "second", Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 1, Clusters: targets("member2", 1),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("first", "member1", "second", "member2", "third", "member3")}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", func(c *clusterv1alpha1.Cluster) { c.DeletionTimestamp = &metav1.Time{Time: now} }), cluster("member3")}},
+			want: targets("member3", 1), affinity: "third",
+		},
+		{
+			name: "clusterAffinities: earlier terms only when no later one fits (else it runs nowhere)",
+			in: Input{ObservedAffinityName: "backup", Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{failureTask("member2")},
+				Placement:             &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("primary", "member1", "backup", "member2")}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", func(c *clusterv1alpha1.Cluster) { c.DeletionTimestamp = &metav1.Time{Time: now} })}},
+			want: targets("member1", 2), affinity: "primary",
+		},
+		{
+			name: "eviction history is a preference: the only healthy cluster is taken back",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, EvictionHistory: []workv1alpha1.EvictionHistoryEntry{recentlyEvicted("member1")},
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinity: names("member1")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 2),
+		},
+		{
+			name: "eviction history: taken back only if it passes the taint filters",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, EvictionHistory: []workv1alpha1.EvictionHistoryEntry{recentlyEvicted("member1")},
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinity: names("member1")}},
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", noExecute)}},
+			wantErr: "0/1 clusters are available: 1 cluster(s) had untolerated taint {cluster.flotilla.io/unreachable: }.",
+		},
+		{
+			name: "eviction history: a spread minimum is met with a recently evicted cluster rather than not at all",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 1, Clusters: targets("member2", 1),
+				EvictionHistory: []workv1alpha1.EvictionHistoryEntry{recentlyEvicted("member1")},
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated,
+					SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 2}}}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 1, "member2", 1),
+		},
+		{
+			name: "eviction history: avoided while another term fits",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, EvictionHistory: []workv1alpha1.EvictionHistoryEntry{recentlyEvicted("member1")},
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("primary", "member1", "backup", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 2), affinity: "backup",
+		},
+		{
+			name: "a cluster the scheduler took out is placed again while its task is open",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "member1", Reason: workv1alpha1.EvictionReasonRescheduled,
+					Producer: workv1alpha1.EvictionProducerScheduler}},
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinity: names("member1", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 2, "member2", 2),
+		},
+		{
+			name: "a cluster with a failure's task stays out",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{failureTask("member1")},
+				Placement:             &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinity: names("member1", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 2),
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := c.in
+			in.Key, in.Now, in.EvictionHistoryTTL = "default/nginx-deployment", now, 10*time.Minute
+			in.Spec.Resource = workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "nginx"}
+			got, err := Schedule(in)
+			if c.wantErr != "" {
+				var fit *FitError
+				if !errors.As(err, &fit) || err.Error() != c.wantErr {
+					t.Fatalf("error = %v, want FitError %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !reflect.DeepEqual(got.Clusters, c.want) || got.AffinityName != c.affinity {
+				t.Errorf("got %v (term %q), want %v (term %q)", got.Clusters, got.AffinityName, c.want, c.affinity)
+			}
+		})
+	}
+}
+
+// Property: for random fleets, weights, strategies and current placements,
+// a schedule that wants at least what the kept clusters run never lowers a
+// kept feasible cluster nor drops it, and one that wants less never raises
+// any; the sum is always the desired count.
+func TestScheduleMonotoneProperty(t *testing.T) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	for iter := range 3000 {
+		n := 1 + rng.Intn(8)
+		var fleet []*clusterv1alpha1.Cluster
+		weights := map[string]int64{}
+		current := map[string]int32{}
+		var spec workv1alpha1.ResourceBindingSpec
+		var keptSum int32
+		for i := range n {
+			name := fmt.Sprintf("member%d", i)
+			c := cluster(name, capacity(fmt.Sprint(rng.Intn(300)), "1000"))
+			infeasible := rng.Intn(5) == 0
+			if infeasible {
+				c.DeletionTimestamp = &metav1.Time{Time: now}
+			}
+			if rng.Intn(4) == 0 {
+				c.Spec.Taints = []corev1.Taint{{Key: clusterv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute}}
+			}
+			fleet = append(fleet, c)
+			weights[name] = int64(rng.Intn(5))
+			if rng.Intn(2) == 0 {
+				r := int32(1 + rng.Intn(20))
+				spec.Clusters = append(spec.Clusters, workv1alpha1.TargetCluster{Name: name, Replicas: r})
+				if !infeasible {
+					current[name] = r
+					keptSum += r
+				}
+			}
+		}
+		var strategy *policyv1alpha1.ReplicaSchedulingStrategy
+		switch rng.Intn(3) {
+		case 0:
+			strategy = weighted(weights)
+		case 1:
+			strategy = dynamic()
+		default:
+			strategy = aggregatedStrategy
+		}
+		scaleUp := rng.Intn(3) > 0
+		if scaleUp {
+			spec.Replicas = keptSum + int32(rng.Intn(30))
+		} else if keptSum > 1 {
+			spec.Replicas = 1 + int32(rng.Intn(int(keptSum-1)))
+		} else {
+			continue
+		}
+		if spec.Replicas == 0 {
+			continue
+		}
+		spec.Placement = &policyv1alpha1.Placement{ReplicaScheduling: strategy}
+		got, err := Schedule(Input{Key: fmt.Sprintf("ns/w%d", iter), Spec: &spec, Clusters: fleet, Now: now})
+		var fit *FitError
+		if errors.As(err, &fit) {
+			continue // the caller keeps the current result: nobody shrinks
+		}
+		if err != nil {
+			t.Fatalf("seed %d iteration %d: %v", seed, iter, err)
+		}
+		result := map[string]int32{}
+		var sum int32
+		for _, tc := range got.Clusters {
+			result[tc.Name] = tc.Replicas
+			sum += tc.Replicas
+		}
+		if sum != spec.Replicas {
+			t.Fatalf("seed %d iteration %d: sum %d != %d: %v from %v", seed, iter, sum, spec.Replicas, got.Clusters, spec.Clusters)
+		}
+		for name, r := range current {
+			if scaleUp && result[name] < r {
+				t.Fatalf("seed %d iteration %d (%d replicas, kept %d): %s lowered %d -> %d: %v from %v",
+					seed, iter, spec.Replicas, keptSum, name, r, result[name], got.Clusters, spec.Clusters)
+			}
+		}
+		if !scaleUp {
+			for name, r := range result {
+				if r > current[name] {
+					t.Fatalf("seed %d iteration %d: scale-down raised %s %d -> %d: %v from %v", seed, iter, name, current[name], r, got.Clusters, spec.Clusters)
+				}
+			}
+		}
+	}
 }

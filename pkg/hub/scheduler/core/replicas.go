@@ -45,35 +45,22 @@ func assignReplicas(in Input, placement *policyv1alpha1.Placement, selected []ca
 		}
 		return out, ""
 	}
+	var keptSum int64
+	for _, c := range selected {
+		keptSum += int64(kept(c))
+	}
 	var seats []int32
+	var msg string
 	switch {
-	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
-		var msg string
-		if seats, msg = aggregated(in, selected); msg != "" {
-			return nil, msg
-		}
-	case strategy.WeightPreference != nil && strategy.WeightPreference.DynamicWeight == policyv1alpha1.DynamicWeightByAvailableReplicas:
-		weights := make([]int64, len(selected))
-		var sum int64
-		for i, c := range selected {
-			avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
-			if !known {
-				avail = 0
-			}
-			// Replicas it runs now already count as allocated there.
-			weights[i] = satAdd(avail, int64(c.current))
-			sum = satAdd(sum, weights[i])
-		}
-		if sum < int64(replicas) {
-			return nil, fmt.Sprintf("the selected clusters have room for %d of %d replicas", sum, replicas)
-		}
-		seats = Webster(replicas, weights, tieKeys(in.Key, selected))
+	case in.Fresh || keptSum == 0:
+		seats, msg = divideFresh(in, strategy, selected)
+	case keptSum <= int64(replicas):
+		seats, msg = scaleUp(in, strategy, selected, int32(int64(replicas)-keptSum))
 	default:
-		var staticList []policyv1alpha1.StaticClusterWeight
-		if strategy.WeightPreference != nil {
-			staticList = strategy.WeightPreference.StaticWeightList
-		}
-		seats = Webster(replicas, staticWeights(staticList, selected), tieKeys(in.Key, selected))
+		seats = scaleDown(in, strategy, selected, keptSum-int64(replicas))
+	}
+	if msg != "" {
+		return nil, msg
 	}
 	var out []workv1alpha1.TargetCluster
 	for i, c := range selected {
@@ -107,20 +94,175 @@ func staticWeights(list []policyv1alpha1.StaticClusterWeight, selected []candida
 	return weights
 }
 
-// aggregated packs the replicas onto as few clusters as possible: the
+// divideFresh divides all replicas as if nothing ran (first schedule, or
+// a reschedule a person asked for).
+func divideFresh(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate) ([]int32, string) {
+	replicas := in.Spec.Replicas
+	switch {
+	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
+		return aggregated(in, selected, int64(replicas), true)
+	case dynamicWeights(strategy):
+		weights := make([]int64, len(selected))
+		var sum int64
+		for i, c := range selected {
+			// Replicas it runs now already count as allocated there.
+			weights[i] = satAdd(available(in, c), int64(c.current))
+			sum = satAdd(sum, weights[i])
+		}
+		if sum < int64(replicas) {
+			return nil, fmt.Sprintf("the selected clusters have room for %d of %d replicas", sum, replicas)
+		}
+		return Webster(replicas, weights, tieKeys(in.Key, selected)), ""
+	default:
+		return Webster(replicas, staticWeights(strategyWeights(strategy), selected), tieKeys(in.Key, selected)), ""
+	}
+}
+
+// scaleUp keeps every selected cluster's current replicas and divides only
+// the missing ones (Karmada's scale-up): a failover never shrinks or drops
+// a survivor. Dynamic weights divide them by room, static weights toward
+// the weighted ideal, Aggregated packs them onto the clusters running it.
+func scaleUp(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate, missing int32) ([]int32, string) {
+	var add []int32
+	switch {
+	case missing == 0:
+		add = make([]int32, len(selected))
+	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
+		var msg string
+		if add, msg = aggregated(in, selected, int64(missing), false); msg != "" {
+			return nil, msg
+		}
+	case dynamicWeights(strategy):
+		weights := make([]int64, len(selected))
+		var sum int64
+		for i, c := range selected {
+			weights[i] = available(in, c)
+			sum = satAdd(sum, weights[i])
+		}
+		if sum < int64(missing) {
+			return nil, fmt.Sprintf("the selected clusters have room for %d of the %d missing replicas", sum, missing)
+		}
+		add = Webster(missing, weights, tieKeys(in.Key, selected))
+	default:
+		// Seats go where the result falls short of the weighted ideal, in
+		// proportion to the shortfall: from an ideal state this is the
+		// ideal again.
+		weights := staticWeights(strategyWeights(strategy), selected)
+		ideal := Webster(in.Spec.Replicas, weights, tieKeys(in.Key, selected))
+		deficits := make([]int64, len(selected))
+		var sum int64
+		for i, c := range selected {
+			deficits[i] = max(int64(ideal[i])-int64(kept(c)), 0)
+			sum += deficits[i]
+		}
+		if sum == 0 {
+			deficits = weights
+		}
+		add = Webster(missing, deficits, tieKeys(in.Key, selected))
+	}
+	seats := make([]int32, len(selected))
+	for i, c := range selected {
+		seats[i] = kept(c) + add[i]
+	}
+	return seats, ""
+}
+
+// scaleDown takes excess replicas away from the clusters running them,
+// never adding to any (house monotone): static weights from where the
+// result exceeds the weighted ideal, dynamic weights in proportion to what
+// runs (Karmada's scale-down), Aggregated from the smallest.
+func scaleDown(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate, excess int64) []int32 {
+	replicas := in.Spec.Replicas
+	current := make([]int64, len(selected))
+	for i, c := range selected {
+		current[i] = int64(kept(c))
+	}
+	switch {
+	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
+		order := make([]int, len(selected))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return current[order[a]] > current[order[b]] })
+		seats := make([]int32, len(selected))
+		remaining := int64(replicas)
+		for _, i := range order {
+			n := min(current[i], remaining)
+			seats[i] = int32(n)
+			remaining -= n
+		}
+		return seats
+	case dynamicWeights(strategy):
+		return Webster(replicas, current, tieKeys(in.Key, selected))
+	default:
+		weights := staticWeights(strategyWeights(strategy), selected)
+		ideal := Webster(replicas, weights, tieKeys(in.Key, selected))
+		surplus := make([]int64, len(selected))
+		var sum int64
+		for i := range selected {
+			surplus[i] = max(current[i]-int64(ideal[i]), 0)
+			sum += surplus[i]
+		}
+		if sum == 0 {
+			surplus = current
+		}
+		remove := Webster(int32(excess), surplus, tieKeys(in.Key, selected))
+		seats := make([]int32, len(selected))
+		for i := range selected {
+			seats[i] = int32(current[i]) - remove[i]
+		}
+		return seats
+	}
+}
+
+// kept is what a cluster keeps in a scale-up: its current replicas if it
+// is in the current result.
+func kept(c candidate) int32 {
+	if c.existing {
+		return c.current
+	}
+	return 0
+}
+
+func dynamicWeights(strategy *policyv1alpha1.ReplicaSchedulingStrategy) bool {
+	return strategy.WeightPreference != nil && strategy.WeightPreference.DynamicWeight == policyv1alpha1.DynamicWeightByAvailableReplicas
+}
+
+func strategyWeights(strategy *policyv1alpha1.ReplicaSchedulingStrategy) []policyv1alpha1.StaticClusterWeight {
+	if strategy.WeightPreference == nil {
+		return nil
+	}
+	return strategy.WeightPreference.StaticWeightList
+}
+
+// available is the room a cluster reports for more replicas; a cluster
+// without a resource summary has none as far as capacity-based division
+// is concerned (unknown is not infinite).
+func available(in Input, c candidate) int64 {
+	avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
+	if !known {
+		return 0
+	}
+	return avail
+}
+
+// aggregated packs n replicas onto as few clusters as possible: the
 // clusters running it now first (most replicas first), then the roomiest.
-func aggregated(in Input, selected []candidate) ([]int32, string) {
+// withCurrent counts what a cluster runs now as room (a fresh division
+// of all replicas); otherwise only the free room counts (adding the
+// missing ones on top of what runs).
+func aggregated(in Input, selected []candidate, n int64, withCurrent bool) ([]int32, string) {
 	type slot struct {
 		index    int
 		capacity int64
 	}
 	slots := make([]slot, len(selected))
 	for i, c := range selected {
-		avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
-		if !known {
-			avail = math.MaxInt32 // no summary yet: do not refuse on a guess
+		capacity := available(in, c)
+		if withCurrent {
+			capacity = satAdd(capacity, int64(c.current))
 		}
-		slots[i] = slot{index: i, capacity: satAdd(avail, int64(c.current))}
+		slots[i] = slot{index: i, capacity: capacity}
 	}
 	sort.SliceStable(slots, func(a, b int) bool {
 		ca, cb := selected[slots[a].index], selected[slots[b].index]
@@ -130,17 +272,21 @@ func aggregated(in Input, selected []candidate) ([]int32, string) {
 		return slots[a].capacity > slots[b].capacity
 	})
 	seats := make([]int32, len(selected))
-	remaining := int64(in.Spec.Replicas)
+	remaining := n
 	for _, s := range slots {
 		if remaining == 0 {
 			break
 		}
-		n := min(s.capacity, remaining)
-		seats[s.index] = int32(n)
-		remaining -= n
+		m := min(s.capacity, remaining)
+		seats[s.index] = int32(m)
+		remaining -= m
 	}
 	if remaining > 0 {
-		return nil, fmt.Sprintf("the selected clusters have room for %d of %d replicas", int64(in.Spec.Replicas)-remaining, in.Spec.Replicas)
+		what := fmt.Sprintf("%d replicas", n)
+		if !withCurrent {
+			what = fmt.Sprintf("the %d missing replicas", n)
+		}
+		return nil, fmt.Sprintf("the selected clusters have room for %d of %s", n-remaining, what)
 	}
 	return seats, ""
 }
