@@ -68,6 +68,7 @@ type Options struct {
 	UnhealthyClusterThreshold float64
 	ResourceEvictionRate      float64
 	SecondaryEvictionRate     float64
+	LargeFleetSizeThreshold   int
 
 	ConcurrentResourceTemplateSyncs int
 	ConcurrentResourceBindingSyncs  int
@@ -102,6 +103,7 @@ func NewOptions() *Options {
 		UnhealthyClusterThreshold: 0.55,
 		ResourceEvictionRate:      0.5,
 		SecondaryEvictionRate:     0.01,
+		LargeFleetSizeThreshold:   clustertaint.DefaultLargeFleetSizeThreshold,
 
 		ConcurrentResourceTemplateSyncs:     5,
 		ConcurrentResourceBindingSyncs:      5,
@@ -129,9 +131,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ClusterMonitorGracePeriod, "cluster-monitor-grace-period", o.ClusterMonitorGracePeriod, "How long a cluster's Lease may stand still before Ready turns Unknown.")
 	fs.DurationVar(&o.ClusterStartupGracePeriod, "cluster-startup-grace-period", o.ClusterStartupGracePeriod, "Grace for a cluster whose agent never renewed its Lease.")
 	fs.DurationVar(&o.FailoverEvictionTimeout, "failover-eviction-timeout", o.FailoverEvictionTimeout, "How long Ready must be False or Unknown before the NoExecute taint; 0 disables NoExecute taints.")
-	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold, "Share of not-Ready clusters (with more than 2 clusters) at which evictions slow to the secondary rate.")
-	fs.Float64Var(&o.ResourceEvictionRate, "resource-eviction-rate", o.ResourceEvictionRate, "Evictions per second in a healthy fleet.")
-	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Evictions per second while the fleet guard sees a partial disruption.")
+	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold, "Share of not-Ready clusters of a region (with more than 2 clusters) at which the region is in a partial disruption: its clusters are evicted from at the secondary rate, or not at all at or below --large-fleet-size-threshold.")
+	fs.Float64Var(&o.ResourceEvictionRate, "resource-eviction-rate", o.ResourceEvictionRate, "Clusters per second (per region) whose workloads may start to be evicted in a healthy fleet; every workload on an admitted cluster moves together.")
+	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Clusters per second (per region) admitted for eviction while the fleet guard sees a partial disruption in the region.")
+	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
@@ -171,8 +174,8 @@ func (o *Options) Validate() error {
 	if o.FailoverEvictionTimeout < 0 {
 		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
 	}
-	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 || o.ResourceEvictionRate < 0 || o.SecondaryEvictionRate < 0 {
-		return fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1] and eviction rates must not be negative")
+	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 || o.ResourceEvictionRate < 0 || o.SecondaryEvictionRate < 0 || o.LargeFleetSizeThreshold < 0 {
+		return fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1], eviction rates and --large-fleet-size-threshold must not be negative")
 	}
 	return o.LeaderElection.Validate()
 }
@@ -272,7 +275,8 @@ func Run(ctx context.Context, opts *Options) error {
 			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
 			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
-		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate)
+		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate).
+			WithLargeFleetSizeThreshold(opts.LargeFleetSizeThreshold)
 		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
@@ -288,7 +292,7 @@ func Run(ctx context.Context, opts *Options) error {
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
 			Guard: guard, Metrics: hubMetrics, Recorder: recorder})
 		appFailover := applicationfailover.NewController(clients.flotilla("application-failover"), factory, applicationfailover.Options{
-			Metrics: hubMetrics, Recorder: recorder})
+			Guard: guard, EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
 			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Metrics: hubMetrics, Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})

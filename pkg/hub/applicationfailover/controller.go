@@ -22,15 +22,24 @@ limitations under the License.
 // countdown. An eviction becomes a graceful eviction task with reason
 // ApplicationFailure and the policy's purgeMode and gracePeriodSeconds, and
 // an eviction history entry the scheduler honours.
+//
+// It is guarded like cluster failover: a workload Unhealthy on every
+// cluster it is placed on is the application's fault, so nothing is
+// evicted (condition ApplicationFailoverHeld says why); an eviction passes
+// the fleet guard's per-cluster admission and rate limit; purgeMode
+// Directly is applied as Gracefully while no other cluster runs a healthy
+// copy; and one update never evicts every cluster of a binding.
 package applicationfailover
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -39,18 +48,28 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
-// EventEvictWorkload is recorded on the binding when an unhealthy
-// application is evicted from a cluster.
-const EventEvictWorkload = "EvictWorkloadFromCluster"
+// Events on the binding.
+const (
+	// EventEvictWorkload: an unhealthy application was evicted from a
+	// cluster.
+	EventEvictWorkload = "EvictWorkloadFromCluster"
+	// EventApplicationFailoverHeld: the application is Unhealthy
+	// everywhere; nothing is evicted.
+	EventApplicationFailoverHeld = "ApplicationFailoverHeld"
+	// EventApplicationFailoverReleased: that no longer holds.
+	EventApplicationFailoverReleased = "ApplicationFailoverReleased"
+)
 
 // DefaultTolerationSeconds is decisionConditions.tolerationSeconds when the
 // policy leaves it unset (the API's default).
@@ -73,15 +92,24 @@ func Due(item *workv1alpha1.AggregatedStatusItem, generation int64, tolerationSe
 
 // Options tune the controller.
 type Options struct {
-	Clock    clock.Clock
-	Metrics  *hubmetrics.Metrics
-	Recorder record.EventRecorder
+	// Guard admits clusters for eviction, as for cluster failover. Nil
+	// admits every cluster at once (unit tests).
+	Guard *clustertaint.FleetGuard
+	// EvictionHistoryTTL is how long the scheduler keeps a binding off a
+	// cluster it was evicted from: an application failure there still
+	// counts towards "unhealthy everywhere" (0: for as long as the
+	// history keeps it).
+	EvictionHistoryTTL time.Duration
+	Clock              clock.Clock
+	Metrics            *hubmetrics.Metrics
+	Recorder           record.EventRecorder
 }
 
 // Controller is the application failover controller.
 type Controller struct {
 	opts     Options
 	bindings *workobjects.Bindings
+	clusters clusterlisters.ClusterLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
@@ -92,9 +120,11 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		opts.Clock = clock.RealClock{}
 	}
 	bindings, bindingInformers := workobjects.NewBindings(client, factory)
+	clusters := factory.Cluster().V1alpha1().Clusters()
 	c := &Controller{opts: opts,
 		bindings: bindings,
-		synced:   workobjects.Synced(bindingInformers...),
+		clusters: clusters.Lister(),
+		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "application-failover"}),
 	}
@@ -133,24 +163,49 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if behavior.DecisionConditions.TolerationSeconds != nil {
 		toleration = *behavior.DecisionConditions.TolerationSeconds
 	}
+	// The application, not the clusters: hold everything and say why.
+	everywhere := UnhealthyEverywhere(&binding.Spec, binding.Status.AggregatedStatus, binding.Generation, c.opts.Clock.Now(), c.opts.EvictionHistoryTTL)
+	if changed, err := c.setHeld(ctx, binding, everywhere); err != nil || changed || everywhere {
+		// A status write re-enqueues the binding through the informer.
+		return err
+	}
 	now := c.opts.Clock.Now()
 	var evict []string
 	var recheck time.Duration
-	for _, target := range binding.Spec.Clusters {
-		var item *workv1alpha1.AggregatedStatusItem
-		for i := range binding.Status.AggregatedStatus {
-			if binding.Status.AggregatedStatus[i].ClusterName == target.Name {
-				item = &binding.Status.AggregatedStatus[i]
-			}
-		}
-		due, after := Due(item, binding.Generation, toleration, now)
-		switch {
-		case due:
-			evict = append(evict, target.Name)
-		case after > 0 && (recheck == 0 || after < recheck):
-			recheck = after
+	requeue := func(d time.Duration) {
+		if d > 0 && (recheck == 0 || d < recheck) {
+			recheck = d
 		}
 	}
+	for _, target := range binding.Spec.Clusters {
+		due, after := Due(statusOf(binding.Status.AggregatedStatus, target.Name), binding.Generation, toleration, now)
+		if due {
+			evict = append(evict, target.Name)
+		}
+		requeue(after)
+	}
+	evict = KeepOne(evict, binding.Spec.Clusters, binding.Status.AggregatedStatus)
+	// The same per-cluster admission as cluster failover: the fleet guard
+	// holds evictions in a fleet-wide outage and before its first
+	// evaluation, and rate-limits clusters per region.
+	admitted := evict[:0:0]
+	for _, cluster := range evict {
+		region := ""
+		if cl, err := c.clusters.Get(cluster); err == nil {
+			region = cl.Spec.Region
+		}
+		if ok, retry := c.admit(cluster, region, now); !ok {
+			if c.opts.Guard.RegionEvictionRate(region) == 0 {
+				c.count("held")
+			} else {
+				c.count("rate_limited")
+			}
+			requeue(retry)
+			continue
+		}
+		admitted = append(admitted, cluster)
+	}
+	evict = admitted
 	if recheck > 0 {
 		c.queue.AddAfter(key, recheck)
 	}
@@ -158,13 +213,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	updated := binding.DeepCopy()
-	purgeMode := policyv1alpha1.NormalizePurgeMode(behavior.PurgeMode)
+	purgeMode, downgraded := taintmanager.SafePurgeMode(behavior.PurgeMode, binding.Spec.Clusters, binding.Status.AggregatedStatus,
+		binding.Generation, func(name string) bool { return slices.Contains(evict, name) })
+	note := ""
+	if downgraded {
+		note = "; purgeMode Directly applied as Gracefully: no other cluster runs a healthy copy"
+	}
 	stamp := metav1.NewTime(now)
 	for _, cluster := range evict {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
 			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds,
 			Reason:   workv1alpha1.EvictionReasonApplicationFailure,
-			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds", cluster, toleration),
+			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds%s", cluster, toleration, note),
 			Producer: workv1alpha1.EvictionProducerApplicationFailover,
 		}, stamp)
 	}
@@ -174,14 +234,51 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	for _, cluster := range evict {
-		logger.Info("Evicted unhealthy application from cluster", "cluster", cluster, "purgeMode", purgeMode)
+		logger.Info("Evicted unhealthy application from cluster", "cluster", cluster, "purgeMode", purgeMode, "downgradedFromDirectly", downgraded)
 		c.count("evicted")
 		if c.opts.Recorder != nil {
 			c.opts.Recorder.Eventf(binding, corev1.EventTypeWarning, EventEvictWorkload,
-				"Evicted from cluster %s: unhealthy for more than %ds (purgeMode %s)", cluster, toleration, purgeMode)
+				"Evicted from cluster %s: unhealthy for more than %ds (purgeMode %s%s)", cluster, toleration, purgeMode, note)
 		}
 	}
 	return nil
+}
+
+func (c *Controller) admit(cluster, region string, now time.Time) (bool, time.Duration) {
+	if c.opts.Guard == nil {
+		return true, 0
+	}
+	return c.opts.Guard.Admit(cluster, region, now)
+}
+
+// setHeld puts the ApplicationFailoverHeld condition in line with held,
+// writing the status (and recording an event) only when it changes.
+func (c *Controller) setHeld(ctx context.Context, binding *workv1alpha1.ResourceBinding, held bool) (bool, error) {
+	cur := meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionApplicationFailoverHeld)
+	isHeld := cur != nil && cur.Status == metav1.ConditionTrue
+	if held == isHeld || !held && cur == nil {
+		return false, nil
+	}
+	cond := metav1.Condition{Type: workv1alpha1.BindingConditionApplicationFailoverHeld, ObservedGeneration: binding.Generation}
+	eventType, reason := corev1.EventTypeNormal, EventApplicationFailoverReleased
+	if held {
+		cond.Status, cond.Reason = metav1.ConditionTrue, workv1alpha1.BindingReasonUnhealthyEverywhere
+		cond.Message = fmt.Sprintf("the workload is Unhealthy on all %d clusters it is placed on and has failed on at least two clusters: the application fails, not the clusters; application failover evicts nothing", len(binding.Spec.Clusters))
+		eventType, reason = corev1.EventTypeWarning, EventApplicationFailoverHeld
+	} else {
+		cond.Status, cond.Reason = metav1.ConditionFalse, workv1alpha1.BindingReasonApplicationFailoverReleased
+		cond.Message = "the workload is no longer Unhealthy on every cluster it is placed on; application failover acts again"
+	}
+	updated := binding.DeepCopy()
+	meta.SetStatusCondition(&updated.Status.Conditions, cond)
+	if err := c.bindings.UpdateStatus(ctx, updated); err != nil {
+		return false, err
+	}
+	klog.FromContext(ctx).Info("Application failover "+map[bool]string{true: "held", false: "released"}[held], "binding", klog.KObj(binding), "reason", cond.Reason)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(binding, eventType, reason, cond.Message)
+	}
+	return true, nil
 }
 
 func (c *Controller) count(result string) {

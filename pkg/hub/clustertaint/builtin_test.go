@@ -69,9 +69,20 @@ func TestBuiltinTaintTimersUseTheHubClock(t *testing.T) {
 			taints: []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}, unreachNS(at(-time.Hour)), unreachNE(at(-time.Minute))},
 			ready:  cond(metav1.ConditionTrue, now), guardOK: true,
 			want: []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}},
-		{name: "no Ready condition yet: nothing changes",
+		{name: "no Ready condition, built-in taints already there (status wiped): nothing changes",
 			taints: []corev1.Taint{unreachNS(at(-time.Hour))}, guardOK: true,
 			want: []corev1.Taint{unreachNS(at(-time.Hour))}},
+		{name: "never reported: not-ready NoSchedule at once, no timer, no NoExecute",
+			taints: []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}, guardOK: true,
+			want: []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}, notReadyNS(nil)}},
+		{name: "never reported, then Unknown: the timer starts now, not at registration",
+			taints: []corev1.Taint{notReadyNS(nil)}, ready: cond(metav1.ConditionUnknown, now.Add(-time.Hour)), guardOK: true,
+			want: []corev1.Taint{unreachNS(at(0))}, wantDue: now.Add(timeout)},
+		{name: "never reported, then False: the timer starts now",
+			taints: []corev1.Taint{notReadyNS(nil)}, ready: cond(metav1.ConditionFalse, now.Add(-time.Hour)), guardOK: true,
+			want: []corev1.Taint{notReadyNS(at(0))}, wantDue: now.Add(timeout)},
+		{name: "never reported, then Ready: the taint goes",
+			taints: []corev1.Taint{notReadyNS(nil)}, ready: cond(metav1.ConditionTrue, now), guardOK: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, due := builtinTaints(tc.taints, tc.ready, now, timeout, tc.guardOK)

@@ -120,11 +120,16 @@ func (c *Controller) updateGuard(ctx context.Context) {
 	}
 	state, changed := c.guard.Update(list)
 	if m := c.opts.Metrics; m != nil {
-		metrics.SetOneHot(m.FleetGuardState, state.Mode, []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption})
+		modes := []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption}
+		metrics.SetOneHot(m.FleetGuardState, state.Mode, modes)
 		m.UnhealthyClusters.Reset() // regions come and go with their clusters
 		m.UnhealthyClusters.WithLabelValues("").Set(float64(state.NotReady))
 		for region, n := range state.RegionNotReady {
 			m.UnhealthyClusters.WithLabelValues(region).Set(float64(n))
+		}
+		m.FleetGuardRegionState.Reset()
+		for region, r := range state.Regions {
+			metrics.SetOneHot(m.FleetGuardRegionState, r.Mode, modes, region)
 		}
 	}
 	if !changed {
@@ -136,14 +141,17 @@ func (c *Controller) updateGuard(ctx context.Context) {
 		logger.Info("Fleet guard: every cluster is not Ready; assuming the hub is cut off — no NoExecute taints, no evictions",
 			"notReady", state.NotReady, "total", state.Total)
 	case GuardPartialDisruption:
-		logger.Info("Fleet guard: many clusters are not Ready; evictions slow to the secondary rate", "notReady", state.NotReady, "total", state.Total)
+		logger.Info("Fleet guard: many clusters are not Ready; evictions slow down (or stop in a small fleet)", "notReady", state.NotReady, "total", state.Total)
 	default:
-		logger.Info("Fleet guard: normal", "notReady", state.NotReady, "total", state.Total)
+		logger.Info("Fleet guard: fleet normal", "notReady", state.NotReady, "total", state.Total, "regions", state.Regions)
 	}
 	if c.opts.Recorder != nil {
 		for _, cl := range list {
 			if !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
-				c.opts.Recorder.Eventf(cl, corev1.EventTypeWarning, EventFleetGuard, "fleet guard is %s: %d of %d clusters are not Ready", state.Mode, state.NotReady, state.Total)
+				r := state.Regions[cl.Spec.Region]
+				c.opts.Recorder.Eventf(cl, corev1.EventTypeWarning, EventFleetGuard,
+					"fleet guard is %s: %d of %d clusters are not Ready; region %q is %s (%d of %d not Ready), evictions at %g clusters/s",
+					state.Mode, state.NotReady, state.Total, cl.Spec.Region, r.Mode, r.NotReady, r.Total, c.guard.RegionEvictionRate(cl.Spec.Region))
 			}
 		}
 	}
@@ -160,7 +168,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	now := c.opts.Clock.Now()
 	taints := append([]corev1.Taint(nil), cluster.Spec.Taints...)
-	noExecuteOK := c.guard.AllowsNoExecute()
+	// The guard vetoes new NoExecute taints before its first evaluation,
+	// in a fleet-wide outage, and where the cluster's region may evict
+	// nothing (a small region in a partial disruption).
+	noExecuteOK := c.guard.AllowsNoExecuteIn(cluster.Spec.Region)
 
 	ready := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
 	taints, due := builtinTaints(taints, ready, now, c.opts.FailoverEvictionTimeout, noExecuteOK)
@@ -248,8 +259,23 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 // NoExecute taint's) over to the other key, or an agent flapping between
 // the two could hold off failover for ever.
 func builtinTaints(taints []corev1.Taint, ready *metav1.Condition, now time.Time, timeout time.Duration, noExecuteOK bool) ([]corev1.Taint, time.Time) {
+	builtin := func(t corev1.Taint) bool {
+		return t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable
+	}
 	if ready == nil {
-		return taints, time.Time{}
+		// Unknown is not healthy: a cluster that never reported gets the
+		// not-ready NoSchedule taint at once (Kubernetes and Karmada do
+		// the same), so nothing is placed on a cluster that has run
+		// nothing. No NoExecute: it holds nothing to evict. The taint has
+		// no timeAdded, so no failover timer runs from registration: once
+		// the startup grace turns Ready Unknown (or the agent reports
+		// False), the normal timers start from then. Built-in taints
+		// already there (a status wiped after an outage) stay as they
+		// are, timers included.
+		if slices.ContainsFunc(taints, func(t corev1.Taint) bool { return builtin(t) && t.Effect == corev1.TaintEffectNoSchedule }) {
+			return taints, time.Time{}
+		}
+		return append(slices.Clone(taints), corev1.Taint{Key: clusterv1alpha1.TaintClusterNotReady, Effect: corev1.TaintEffectNoSchedule}), time.Time{}
 	}
 	var mine string
 	switch ready.Status {
@@ -257,9 +283,6 @@ func builtinTaints(taints []corev1.Taint, ready *metav1.Condition, now time.Time
 		mine = clusterv1alpha1.TaintClusterNotReady
 	case metav1.ConditionUnknown:
 		mine = clusterv1alpha1.TaintClusterUnreachable
-	}
-	builtin := func(t corev1.Taint) bool {
-		return t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable
 	}
 	if mine == "" {
 		return slices.DeleteFunc(slices.Clone(taints), builtin), time.Time{}

@@ -19,20 +19,23 @@ limitations under the License.
 // the node lifecycle controller's toleration timing). An eviction moves the
 // cluster from the binding's spec.clusters into a graceful eviction task;
 // the scheduler then places the replicas elsewhere and the graceful
-// eviction controller decides when the old copy goes. Evictions pass a
-// rate limiter whose rate the fleet guard sets, and stop entirely while
-// the guard sees the whole fleet down: a hub that cannot see its clusters
-// must not move everything.
+// eviction controller decides when the old copy goes. Evictions are
+// rate-limited per cluster, as Kubernetes' node lifecycle controller
+// rate-limits nodes, not pods: the first time a workload on a cluster falls
+// due, the fleet guard admits the cluster (one token of its region's
+// limiter, at the rate the guard sets for the region), and from then on
+// every workload on it moves without further tokens. The guard admits
+// nothing before its first evaluation, while the whole fleet is down (a hub
+// that cannot see its clusters must not move everything), nor from a small
+// region in a partial disruption.
 package taintmanager
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,8 +67,8 @@ const EventEvictWorkload = "EvictWorkloadFromCluster"
 // Options tune the taint manager.
 type Options struct {
 	Defaults Defaults
-	// Guard sets the eviction rate and vetoes evictions in a full
-	// disruption. Nil evicts at a fixed 1/s.
+	// Guard admits clusters for eviction (rate per region, vetoes). Nil
+	// admits every cluster at once (unit tests).
 	Guard    *clustertaint.FleetGuard
 	Clock    clock.Clock
 	Metrics  *hubmetrics.Metrics
@@ -79,10 +82,6 @@ type Controller struct {
 	clusters clusterlisters.ClusterLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
-
-	limiterMu sync.Mutex
-	limiter   *rate.Limiter
-	guardMode string
 }
 
 // NewController wires the taint manager to factory's informers.
@@ -98,8 +97,6 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "taint-manager"}),
-		// Replaced from the guard's rate on first use (guardMode "").
-		limiter: rate.NewLimiter(1, 1),
 	}
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range bindingInformers {
@@ -113,12 +110,30 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) { c.enqueueTargeting(o.(*clusterv1alpha1.Cluster).Name) },
 		UpdateFunc: func(o, n any) {
-			if !apiequality.Semantic.DeepEqual(noExecute(o.(*clusterv1alpha1.Cluster)), noExecute(n.(*clusterv1alpha1.Cluster))) {
-				c.enqueueTargeting(n.(*clusterv1alpha1.Cluster).Name)
+			cl := n.(*clusterv1alpha1.Cluster)
+			if !apiequality.Semantic.DeepEqual(noExecute(o.(*clusterv1alpha1.Cluster)), noExecute(cl)) {
+				if len(noExecute(cl)) == 0 {
+					c.forget(cl.Name) // it came back: a new outage takes a new token
+				}
+				c.enqueueTargeting(cl.Name)
+			}
+		},
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if cl, ok := o.(*clusterv1alpha1.Cluster); ok {
+				c.forget(cl.Name)
 			}
 		},
 	})
 	return c
+}
+
+func (c *Controller) forget(cluster string) {
+	if c.opts.Guard != nil {
+		c.opts.Guard.Forget(cluster)
+	}
 }
 
 func noExecute(c *clusterv1alpha1.Cluster) []corev1.Taint {
@@ -153,10 +168,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	queueworker.Run(ctx, "taint-manager", c.queue, workers, c.sync)
 }
 
-// guardRecheck is how often a binding held back by the fleet guard is
-// looked at again.
-const guardRecheck = 10 * time.Second
-
 func (c *Controller) sync(ctx context.Context, key string) error {
 	binding, err := c.bindings.Get(key)
 	if apierrors.IsNotFound(err) {
@@ -181,42 +192,47 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	var evictions []eviction
 	var recheck time.Duration
+	requeue := func(d time.Duration) {
+		if d > 0 && (recheck == 0 || d < recheck) {
+			recheck = d
+		}
+	}
+	held, limited := false, false
 	for _, target := range binding.Spec.Clusters {
 		cluster, err := c.clusters.Get(target.Name)
 		if err != nil {
 			continue // a deleted cluster is the scheduler's to handle
 		}
 		v := Decide(tolerations, cluster.Spec.Taints, now)
-		switch {
-		case v.Evict:
-			evictions = append(evictions, eviction{target.Name, v.Taint, v.DueAt})
-		case v.After > 0 && (recheck == 0 || v.After < recheck):
-			recheck = v.After
+		if !v.Evict {
+			requeue(v.After)
+			continue
 		}
+		// Admission is per cluster: the first binding on it that falls
+		// due takes the cluster's token, the others follow for free.
+		if ok, retry := c.admit(cluster, now); !ok {
+			if c.opts.Guard.RegionEvictionRate(cluster.Spec.Region) == 0 {
+				held = true
+			} else {
+				limited = true
+			}
+			requeue(retry)
+			continue
+		}
+		evictions = append(evictions, eviction{target.Name, v.Taint, v.DueAt})
 	}
 	if recheck > 0 {
 		c.queue.AddAfter(key, recheck)
 	}
-	if len(evictions) == 0 {
-		return nil
-	}
 	logger := klog.FromContext(ctx).WithValues("binding", key)
-	if g := c.opts.Guard; g != nil {
-		if !g.AllowsNoExecute() {
-			logger.Info("Fleet guard holds evictions: the whole fleet looks down")
-			c.count(workv1alpha1.EvictionReasonTaintUntolerated, "held")
-			c.queue.AddAfter(key, guardRecheck)
-			return nil
-		}
+	if held {
+		logger.V(2).Info("Fleet guard holds evictions (not evaluated yet, the whole fleet down, or a small region in a partial disruption)")
+		c.count(workv1alpha1.EvictionReasonTaintUntolerated, "held")
 	}
-	if r := c.reserve(now); !r.OK() || r.DelayFrom(now) > 0 {
-		delay := guardRecheck
-		if r.OK() {
-			delay = r.DelayFrom(now)
-			r.CancelAt(now)
-		}
+	if limited {
 		c.count(workv1alpha1.EvictionReasonTaintUntolerated, "rate_limited")
-		c.queue.AddAfter(key, delay)
+	}
+	if len(evictions) == 0 {
 		return nil
 	}
 
@@ -225,11 +241,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if f := binding.Spec.Failover; f != nil && f.Cluster != nil {
 		purgeMode = policyv1alpha1.NormalizePurgeMode(f.Cluster.PurgeMode)
 	}
+	evicting := func(name string) bool {
+		return slices.ContainsFunc(evictions, func(e eviction) bool { return e.cluster == name })
+	}
+	purgeMode, downgraded := SafePurgeMode(purgeMode, binding.Spec.Clusters, binding.Status.AggregatedStatus, binding.Generation, evicting)
+	note := ""
+	if downgraded {
+		note = "; purgeMode Directly applied as Gracefully: no other cluster runs a healthy copy"
+	}
 	stamp := metav1.NewTime(now)
 	for _, e := range evictions {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
 			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated,
-			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate", e.cluster, describeTaint(e.taint)),
+			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate%s", e.cluster, describeTaint(e.taint), note),
 			Producer: workv1alpha1.EvictionProducerTaintManager,
 		}, stamp)
 	}
@@ -238,35 +262,25 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	for _, e := range evictions {
-		logger.Info("Evicted workload from cluster", "cluster", e.cluster, "taint", describeTaint(e.taint), "purgeMode", purgeMode)
+		logger.Info("Evicted workload from cluster", "cluster", e.cluster, "taint", describeTaint(e.taint), "purgeMode", purgeMode, "downgradedFromDirectly", downgraded)
 		c.count(workv1alpha1.EvictionReasonTaintUntolerated, "evicted")
 		if m := c.opts.Metrics; m != nil {
 			m.EvictionLatency.Observe(c.opts.Clock.Since(e.due).Seconds())
 		}
 		if c.opts.Recorder != nil {
 			c.opts.Recorder.Eventf(binding, corev1.EventTypeWarning, EventEvictWorkload,
-				"Evicted from cluster %s (taint %s not tolerated, purgeMode %s)", e.cluster, describeTaint(e.taint), purgeMode)
+				"Evicted from cluster %s (taint %s not tolerated, purgeMode %s%s)", e.cluster, describeTaint(e.taint), purgeMode, note)
 		}
 	}
 	return nil
 }
 
-// reserve takes an eviction token at the fleet guard's current rate. When
-// the guard leaves Normal the bucket starts empty: the first clusters of a
-// growing outage must not spend a burst before the guard sees the rest.
-func (c *Controller) reserve(now time.Time) *rate.Reservation {
-	c.limiterMu.Lock()
-	defer c.limiterMu.Unlock()
-	if g := c.opts.Guard; g != nil {
-		if mode := g.State().Mode; mode != c.guardMode {
-			c.guardMode = mode
-			c.limiter = rate.NewLimiter(rate.Limit(g.EvictionRate()), 1)
-			if mode != clustertaint.GuardNormal {
-				c.limiter.ReserveN(now, 1)
-			}
-		}
+// admit asks the fleet guard whether workloads may leave cluster now.
+func (c *Controller) admit(cluster *clusterv1alpha1.Cluster, now time.Time) (bool, time.Duration) {
+	if c.opts.Guard == nil {
+		return true, 0
 	}
-	return c.limiter.ReserveN(now, 1)
+	return c.opts.Guard.Admit(cluster.Name, cluster.Spec.Region, now)
 }
 
 func (c *Controller) count(reason, result string) {

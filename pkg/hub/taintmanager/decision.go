@@ -24,6 +24,8 @@ import (
 	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
 
 // Verdict is what a cluster's NoExecute taints mean for one workload.
@@ -137,4 +139,29 @@ func describeTaint(t *corev1.Taint) string {
 		return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 	}
 	return fmt.Sprintf("%s:%s", t.Key, t.Effect)
+}
+
+// SafePurgeMode is the purge mode an eviction may use: Directly never
+// removes the last copies while no healthy copy exists elsewhere. When the
+// policy says Directly but no target cluster of the binding outside
+// evicting reports the current generation Healthy, the eviction is
+// Gracefully instead (the old copy stays until the new placement is
+// healthy), and downgraded is true so the caller can say so.
+func SafePurgeMode(mode policyv1alpha1.PurgeMode, clusters []workv1alpha1.TargetCluster, status []workv1alpha1.AggregatedStatusItem,
+	generation int64, evicting func(cluster string) bool) (_ policyv1alpha1.PurgeMode, downgraded bool) {
+	mode = policyv1alpha1.NormalizePurgeMode(mode)
+	if mode != policyv1alpha1.PurgeModeDirectly {
+		return mode, false
+	}
+	for _, t := range clusters {
+		if evicting(t.Name) {
+			continue
+		}
+		for _, item := range status {
+			if item.ClusterName == t.Name && item.Health == workv1alpha1.ResourceHealthy && item.ObservedGeneration == generation {
+				return mode, false
+			}
+		}
+	}
+	return policyv1alpha1.PurgeModeGracefully, true
 }
