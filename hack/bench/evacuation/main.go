@@ -593,7 +593,7 @@ func (b *bench) evacuate(ctx context.Context) error {
 			b.log("timed out after %s: %d evicted, %d replaced", o.timeout, ev, rp)
 			break
 		}
-		if time.Since(lastLog) >= 30*time.Second {
+		if time.Since(lastLog) >= time.Minute {
 			b.log("%s after expiry: %d evicted, %d running elsewhere", time.Since(expiry).Round(time.Second), ev, rp)
 			lastLog = time.Now()
 		}
@@ -780,7 +780,25 @@ func (b *bench) fleetOutage(ctx context.Context, env *framework.Environment) err
 		b.alive[name].Store(true)
 		b.requeueCluster(name)
 	}
-	return nil
+	for _, a := range agents {
+		if err := env.Ctl(ctx, "start", a); err != nil {
+			return err
+		}
+	}
+	agents = nil
+	// Leave the fleet as it was found: every cluster Ready and untainted.
+	return poll(ctx, 3*time.Minute, func() bool {
+		list, err := b.fc.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range list.Items {
+			if !meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) || len(c.Spec.Taints) > 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func r1(d time.Duration) string { return d.Round(time.Second).String() }
