@@ -67,9 +67,12 @@ test: tools build verify test-integration test-e2e ## Build what is needed and r
 test-unit: ## Unit tests (no apiserver).
 	go test $(GO_TEST_FLAGS) -short ./...
 
+# Two packages at a time; within a package, up to four t.Parallel tests at
+# once (agent/app's run beside each other: most of their time is waiting
+# out real timers and token lifetimes, not CPU).
 .PHONY: test-integration
 test-integration: tools ## Integration tests against a real kube-apiserver (envtest).
-	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -p 2 $$(go list ./... | grep -v /e2e)
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -p 2 -parallel 4 $$(go list ./... | grep -v /e2e)
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) or kind.

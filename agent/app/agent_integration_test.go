@@ -15,6 +15,7 @@ import (
 // apiserver plays both here), reports ready once it reaches its member,
 // serves metrics, and exits 0 on SIGTERM.
 func TestAgentBinaryServesAndStopsCleanly(t *testing.T) {
+	t.Parallel()
 	env := testenv.Start(t)
 	ctx := context.Background()
 	kubeconfig := env.KubeconfigFor(t, env.Config)
@@ -40,6 +41,7 @@ func TestAgentBinaryServesAndStopsCleanly(t *testing.T) {
 }
 
 func TestAgentRefusesToStartWithoutClusterName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

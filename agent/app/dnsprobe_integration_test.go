@@ -21,6 +21,7 @@ import (
 // verdict then has exactly one writer: the probe (with the agent probing
 // too, the two would take turns holding the Lease).
 func TestAgentWithoutDNSProbeLeavesTheVerdictToDNSProbe(t *testing.T) {
+	t.Parallel()
 	env := testenv.Start(t)
 	ctx := context.Background()
 	const ns, node = "flotilla-system", "node-1"

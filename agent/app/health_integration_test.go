@@ -175,6 +175,7 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 // nodes, resources from the member's nodes and pods), renews the hub Lease,
 // and writes the status again only when the member changes.
 func TestAgentReportsStatusFromInformersAndWritesOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	ctx := context.Background()
@@ -231,6 +232,7 @@ func TestAgentReportsStatusFromInformersAndWritesOnlyOnChange(t *testing.T) {
 // this member's kube-system UID gets a warning event, no status and no Lease
 // renewal.
 func TestAgentRefusesAClusterOfAnotherMember(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "some-other-member-uid", true)
 	runAgent(t, f.fastOptions("node-a"))
@@ -256,6 +258,7 @@ func TestAgentRefusesAClusterOfAnotherMember(t *testing.T) {
 // TestAgentWaitsForClusterAndLease: a missing Cluster or Lease is a retried
 // error; once they exist the agent reports and renews.
 func TestAgentWaitsForClusterAndLease(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	opts := f.fastOptions("node-a")
 	opts.MetricsBindAddress = f.metrics
@@ -275,6 +278,7 @@ func TestAgentWaitsForClusterAndLease(t *testing.T) {
 // TestAgentFailsOverToTheOtherAgent: two agents, one leads; when the leader
 // stops, the other takes over the election Lease and the hub Lease.
 func TestAgentFailsOverToTheOtherAgent(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	ctx := context.Background()
@@ -319,6 +323,7 @@ func (f *fleet) hubHolder(t *testing.T) string {
 // (403) and with a hub that is down, the agent keeps running, counts the
 // failures in a metric and logs each state once, not once per retry.
 func TestAgentBinarySurvivesAHubThatRefusesIt(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	bin := testenv.BuildBinary(t, "./agent")

@@ -205,6 +205,7 @@ func TestAgentRenewsItsHubTokenAcrossExpiryAndRestart(t *testing.T) {
 // An agent whose hub credential is not a token (a client certificate here,
 // as most other tests use) runs as before: nothing is renewed or persisted.
 func TestAgentLeavesACertificateCredentialAlone(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, f.memberKubeSystem, true)
 	opts := f.fastOptions("node-a")
@@ -296,6 +297,7 @@ func (f *fleet) tokenClient(token string) kubernetes.Interface {
 // several real expiries takes tens of minutes (the short test mints its
 // first token itself instead).
 func TestAgentRenewsTokenRequestTokensLong(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("FLOTILLA_HUBTOKEN_LONG") == "" {
 		t.Skip("set FLOTILLA_HUBTOKEN_LONG=1 (and -timeout 40m) to run the agent across several 10-minute TokenRequest lifetimes")
 	}

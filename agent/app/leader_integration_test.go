@@ -148,6 +148,7 @@ func (f *fleet) readyStatus(t *testing.T) (metav1.ConditionStatus, string) {
 // leader kept leading and wrote False/ClusterNotReachable while the other
 // wrote True, in turn. Healing changes nothing.
 func TestCutOffLeaderStepsDownAndReadyNeverFlaps(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	createReadyNode(t, f.member.Kube, "node-a", "4", "8Gi")
@@ -235,6 +236,7 @@ func TestCutOffLeaderStepsDownAndReadyNeverFlaps(t *testing.T) {
 // the Cluster, and releases the member Lease; once the other goes quiet it
 // leads again.
 func TestAgentStandsDownWhileAnotherAgentRenewsTheHubLease(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	createReadyNode(t, f.member.Kube, "node-a", "4", "8Gi")

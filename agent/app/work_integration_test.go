@@ -94,6 +94,7 @@ func (f *fleet) startAgent(t *testing.T) {
 // creates, reported Applied with per-manifest health, and its objects are
 // restored when edited or deleted on the member.
 func TestWorkIsAppliedReportedAndRepaired(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.startAgent(t)
 	ctx := context.Background()
@@ -166,6 +167,7 @@ func TestWorkIsAppliedReportedAndRepaired(t *testing.T) {
 // An unmanaged object is a Conflict and stays as it is, until the Work says
 // Overwrite, which adopts it.
 func TestWorkConflictThenOverwrite(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ctx := context.Background()
 	mustCreate(t, func() error {
@@ -198,6 +200,7 @@ func TestWorkConflictThenOverwrite(t *testing.T) {
 // One good manifest, one the apiserver refuses, one of a kind the member does
 // not serve: the good one is applied, the others are reported with reasons.
 func TestWorkWithBadManifests(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.startAgent(t)
 	f.createWork(t, "mixed", nil,
@@ -221,6 +224,7 @@ func TestWorkWithBadManifests(t *testing.T) {
 // preserveResourcesOnDeletion the objects stay without Flotilla's marks; an
 // object Flotilla does not manage is never deleted.
 func TestWorkDeletion(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ctx := context.Background()
 	mustCreate(t, func() error {
@@ -261,6 +265,7 @@ func TestWorkDeletion(t *testing.T) {
 // it can, a Work deleted meanwhile is processed. A Work that vanished without
 // its finalizer leaves its objects alone for the orphan grace period.
 func TestWorkSurvivesAHubOutage(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	proxy := startTCPProxy(t, f.hub.Config.Host)
@@ -392,6 +397,7 @@ func (p *tcpProxy) restore() {
 // deleted once the orphan grace period has passed (shortened here; 60m by
 // default), and not before the Work is gone.
 func TestOrphanIsDeletedAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	opts := f.fastOptions("node-a")
@@ -420,6 +426,7 @@ func TestOrphanIsDeletedAfterTheGracePeriod(t *testing.T) {
 // A suspended Work (its policy's suspension) is neither applied nor
 // repaired, and says so; resuming applies it. Deletion is not suspended.
 func TestWorkSuspendDispatching(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.startAgent(t)
 	ctx := context.Background()
@@ -536,6 +543,7 @@ func tenantWork(namespace string) func(*workv1alpha1.Work) {
 // retried until the Work changes. A manifest without a namespace lands in
 // team-a, not in default.
 func TestWorkRefusesWhatItsSourceMayNotProduce(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	opts := f.fastOptions("node-a")
@@ -621,6 +629,7 @@ func TestWorkRefusesWhatItsSourceMayNotProduce(t *testing.T) {
 // refused until the agent runs with --allowed-system-namespaces naming them;
 // a Flotilla kind until --allow-flotilla-kinds.
 func TestWorkIntoASystemNamespaceNeedsTheAgentFlag(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	ctx := context.Background()
@@ -697,6 +706,7 @@ func TestWorkIntoASystemNamespaceNeedsTheAgentFlag(t *testing.T) {
 // applied, and says so; the agent does not add the finalizer itself. Once
 // the finalizer is there, the Work is applied.
 func TestWorkWaitsForTheHubsFinalizer(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.startAgent(t)
 	ctx := context.Background()
@@ -726,6 +736,7 @@ func TestWorkWaitsForTheHubsFinalizer(t *testing.T) {
 // deletion of the Work that needed it nor the orphan sweep deletes it, or
 // what users put in it.
 func TestAutoCreatedNamespaceOutlivesItsWork(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.register(t, "", true)
 	opts := f.fastOptions("node-a")
@@ -785,6 +796,7 @@ func TestAutoCreatedNamespaceOutlivesItsWork(t *testing.T) {
 // adopted; deleting the Work deletes what it created and releases what it
 // adopted.
 func TestDroppedAndDeletedManifestsDeleteOnlyWhatFlotillaCreated(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ctx := context.Background()
 	for _, name := range []string{"adopted", "adopted-too"} {
