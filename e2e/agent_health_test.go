@@ -218,6 +218,9 @@ var _ = Describe("Agent health", Ordered, func() {
 			Expect(notReady.Reason).To(Equal(clusterv1alpha1.ClusterReasonNotReachable))
 		case metav1.ConditionUnknown:
 			Expect(notReady.Reason).To(Equal(clusterv1alpha1.ClusterReasonStatusUnknown))
+			// The hub's grace runs from the last renewal, at most one renew
+			// interval before the stop.
+			Expect(wentDown).To(BeNumerically(">=", hubLeaseGrace-renewInterval), "Unknown before the hub's Lease grace period")
 		default:
 			Fail(fmt.Sprintf("Ready %q", notReady.Status))
 		}

@@ -59,15 +59,18 @@ func DefaultTimings() Timings {
 // ShortTimings are what the suite's own local environment runs with: the
 // same relations as the defaults at a fraction of the waiting.
 //
-//   - election lease (6s) < failure threshold (20s), as the agent insists:
+//   - election lease (8s) < failure threshold (24s), as the agent insists:
 //     a leader cut off from its member steps down before it could report;
-//   - failure threshold + one renew interval (22s) < hub grace (24s): a
+//   - failure threshold + one renew interval (26s) < hub grace (28s): a
 //     member-wide outage (no agent can lead) turns Ready Unknown only after
 //     the failure threshold, as with the defaults (30s + 10s <= 40s);
-//   - election takeover (6s + retries) + renew interval stays far inside
+//   - election takeover (8s + retries) + renew interval stays far inside
 //     the hub grace, so a leader change never looks like silence;
-//   - the failure threshold leaves the "short outage" spec (notice, 5s,
-//     kwokctl start) room inside it.
+//   - the failure threshold leaves the "short outage" spec (notice within
+//     a status period or the renew deadline, 5s, kwokctl start: 17s on a
+//     loaded machine with the defaults' 10s notice) room inside it;
+//   - the renew deadline (6s) leaves a loaded machine's member apiserver
+//     a few seconds per renewal before a leader steps down.
 //
 // The defaults themselves are proven elsewhere: agent/app's
 // TestAgentDampsReadyWithTheDefaultThresholds runs the agent with them.
@@ -75,14 +78,14 @@ func ShortTimings() Timings {
 	t := DefaultTimings()
 	t.ClusterLeaseDuration = 8 * time.Second // renewed every 2s
 	t.StatusUpdateFrequency = 2 * time.Second
-	t.ClusterFailureThreshold = 20 * time.Second
+	t.ClusterFailureThreshold = 24 * time.Second
 	t.ClusterSuccessThreshold = 10 * time.Second
 	t.DNSDetectPeriod = 2 * time.Second
 	t.DNSFailureThreshold = 10 * time.Second
 	t.DNSSuccessThreshold = 10 * time.Second
 	t.DNSStaleThreshold = 20 * time.Second
-	t.ElectionLease, t.ElectionRenewDeadline, t.ElectionRetryPeriod = 6*time.Second, 4*time.Second, time.Second
-	t.HubLeaseGrace = 24 * time.Second
+	t.ElectionLease, t.ElectionRenewDeadline, t.ElectionRetryPeriod = 8*time.Second, 6*time.Second, time.Second
+	t.HubLeaseGrace = 28 * time.Second
 	t.HubMonitorPeriod = 2 * time.Second
 	return t
 }
