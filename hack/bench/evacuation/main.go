@@ -661,6 +661,11 @@ func (b *bench) report(expiry time.Time, before, after map[string]float64) {
 		o.workloads, since(b.unknownAt), since(b.taintAt), first, last, len(ev), rate, pct(rp, 0.5), pct(rp, 0.9), maxRp, len(rp),
 		(after["writes"]-before["writes"])/secs, (after["process_cpu_seconds_total"]-before["process_cpu_seconds_total"])/secs*100,
 		after["process_resident_memory_bytes"]/(1<<20))
+	if !b.taintAt.IsZero() && len(rp) == o.workloads {
+		due := b.taintAt.Add(o.toleration)
+		fmt.Printf("\nEvictions fall due at NoExecute + %s = %s after expiry; the last workload ran elsewhere %s after that.\n",
+			o.toleration, since(due), r(rp[len(rp)-1]-due.Sub(expiry)))
+	}
 	fmt.Printf("\nflotilla_eviction_evictions_total during phase 1: %s\n", evictionDelta(before, after))
 	var clients []string
 	for k := range after {
