@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -25,12 +24,7 @@ import (
 func TestTaintEvictionIsGraceful(t *testing.T) {
 	ctx, fc := startHub(t)
 
-	for _, name := range []string{"member1", "member2"} {
-		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createReadyClusters(t, ctx, fc, "member1", "member2")
 	ns := "default"
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
 		Spec: policyv1alpha1.PropagationSpec{

@@ -44,9 +44,11 @@ func TestPropagation(t *testing.T) {
 
 	for _, name := range []string{"member1", "member2", "member3"} {
 		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "prod"}}}
-		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		created, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		setClusterReady(t, ctx, fc, created, metav1.ConditionTrue)
 	}
 	ns := "default"
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
@@ -348,11 +350,7 @@ func startHubEnv(t *testing.T, tune func(*app.Options)) (*testenv.Env, context.C
 // an event naming the policy, and resumes once the policy is gone.
 func TestOverrideChangingIdentityIsRefused(t *testing.T) {
 	env, ctx, fc := startHubEnv(t, nil)
-	for _, name := range []string{"member1", "member2"} {
-		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createReadyClusters(t, ctx, fc, "member1", "member2")
 	ns := "default"
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns},
 		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{
@@ -507,9 +505,7 @@ func TestDetectorRefusesWhatATemplateMayNotHold(t *testing.T) {
 		_, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "probe", crb), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, nil
 	})
-	if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createReadyClusters(t, ctx, fc, "member1")
 	everything := policyv1alpha1.PropagationSpec{
 		ResourceSelectors: []policyv1alpha1.ResourceSelector{
 			{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}, {APIVersion: "example.com/v1", Kind: "Widget"},

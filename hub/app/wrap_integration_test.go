@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/hub/app"
-	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -59,12 +58,7 @@ func TestWrapKarmadaSeedsOnHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	for _, name := range []string{"member1", "member2", "member3", "member4", "member5"} {
-		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createReadyClusters(t, ctx, fc, "member1", "member2", "member3", "member4", "member5")
 
 	apply := func(ns string, args ...string) {
 		t.Helper()
