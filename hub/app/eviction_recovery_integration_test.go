@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/hub/app"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -26,13 +28,31 @@ const (
 
 // erStartHub starts the hub with clusters that stay Ready without a Lease
 // for the length of the test: only the test's taint moves workloads.
-func erStartHub(t *testing.T, clusters ...string) (context.Context, flotillaclient.Interface) {
+func erStartHub(t *testing.T, clusters ...string) (context.Context, flotillaclient.Interface, kubernetes.Interface) {
 	t.Helper()
-	ctx, fc := startHubWith(t, func(o *app.Options) {
+	env, ctx, fc := startHubEnv(t, func(o *app.Options) {
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
 	})
 	createReadyClusters(t, ctx, fc, clusters...)
-	return ctx, fc
+	return ctx, fc, kubernetes.NewForConfigOrDie(env.Config)
+}
+
+// erWaitEvent waits for an event on the binding.
+func erWaitEvent(t *testing.T, kube kubernetes.Interface, reason, msg string) {
+	t.Helper()
+	waitUntil(t, "event "+reason+" on the binding", func() (bool, error) {
+		events, err := kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": erBinding, "reason": reason}.String()})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "ResourceBinding" && strings.Contains(e.Message, msg) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 // erPropagate creates the nginx template and a policy placing it on
@@ -130,8 +150,8 @@ func erBindingOf(t *testing.T, ctx context.Context, fc flotillaclient.Interface)
 // (3 replicas, applied), then member1 tainted NoExecute: the taint manager
 // moves it into a graceful eviction task, and the scheduler finds nowhere
 // else to put it.
-func erPinnedAndEvicted(t *testing.T) (context.Context, flotillaclient.Interface) {
-	ctx, fc := erStartHub(t, "member1", "member2")
+func erPinnedAndEvicted(t *testing.T) (context.Context, flotillaclient.Interface, kubernetes.Interface) {
+	ctx, fc, kube := erStartHub(t, "member1", "member2")
 	erPropagate(t, ctx, fc, nginxManifest, "Deployment", "nginx", "member1")
 	waitReplicas(t, fc, "default", erBinding, map[string]int32{"member1": 3})
 	reportApplied(t, fc, waitWork(t, fc, "member1", "default", erBinding, func(o *unstructured.Unstructured) bool { return replicasOf(o) == 3 }), 3)
@@ -143,14 +163,14 @@ func erPinnedAndEvicted(t *testing.T) (context.Context, flotillaclient.Interface
 			rb.Status.SchedulerObservedGeneration == rb.Generation &&
 			meta.IsStatusConditionFalse(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled), nil
 	})
-	return ctx, fc
+	return ctx, fc, kube
 }
 
 // Karmada #5782/#5803: an eviction nothing replaced is cancelled once its
 // cluster is fit again: the task and its history go, the cluster is back
 // with its replicas, and template changes reach its Work again.
 func TestEvictionNothingReplacedIsCancelledWhenClusterReturns(t *testing.T) {
-	ctx, fc := erPinnedAndEvicted(t)
+	ctx, fc, kube := erPinnedAndEvicted(t)
 	work := "flotilla-es-member1"
 	if _, err := fc.WorkV1alpha1().Works(work).Get(ctx, workobjects.WorkName("default", erBinding), metav1.GetOptions{}); err != nil {
 		t.Fatalf("member1's Work (the only copy) went during the eviction: %v", err)
@@ -162,6 +182,7 @@ func TestEvictionNothingReplacedIsCancelledWhenClusterReturns(t *testing.T) {
 		return len(rb.Spec.GracefulEvictionTasks) == 0 && len(rb.Spec.Clusters) == 1 &&
 			rb.Spec.Clusters[0] == workv1alpha1.TargetCluster{Name: "member1", Replicas: 3}, nil
 	})
+	erWaitEvent(t, kube, "EvictionCancelled", "member1")
 	rb := erBindingOf(t, ctx, fc)
 	for _, h := range rb.Spec.EvictionHistory {
 		if h.ClusterName == "member1" {
@@ -186,7 +207,7 @@ func TestEvictionNothingReplacedIsCancelledWhenClusterReturns(t *testing.T) {
 // While the evicting copy is the only one, a template change cannot reach
 // it; the binding (and its template) say so, naming the cluster.
 func TestStaleEvictingCopyIsReported(t *testing.T) {
-	ctx, fc := erPinnedAndEvicted(t)
+	ctx, fc, _ := erPinnedAndEvicted(t)
 	erSetImage(t, ctx, fc, "nginx:1.28")
 	var cond *metav1.Condition
 	waitUntil(t, "WorksUpToDate False naming member1 on the binding", func() (bool, error) {
@@ -218,7 +239,7 @@ func TestStaleEvictingCopyIsReported(t *testing.T) {
 // replicas is not cancelled when the cluster returns; it ends when the
 // replacement is healthy and the old copy goes.
 func TestEvictionReplacedIsNotCancelled(t *testing.T) {
-	ctx, fc := erStartHub(t, "member1", "member2")
+	ctx, fc, _ := erStartHub(t, "member1", "member2")
 	erPropagate(t, ctx, fc, nginxManifest, "Deployment", "nginx", "member1", "member2")
 	waitUntil(t, "scheduled on both", func() (bool, error) {
 		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, erBinding, metav1.GetOptions{})
@@ -277,7 +298,7 @@ const erJobManifest = `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":
 
 // A Divided Job's Works share its completions, summing to the template's.
 func TestDividedJobSharesCompletions(t *testing.T) {
-	ctx, fc := erStartHub(t, "member1", "member2")
+	ctx, fc, _ := erStartHub(t, "member1", "member2")
 	erPropagate(t, ctx, fc, erJobManifest, "Job", "pi", "member1", "member2")
 	const binding = "pi-job"
 	waitUntil(t, "the Job divided over both clusters", func() (bool, error) {
