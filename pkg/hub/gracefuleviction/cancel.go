@@ -54,7 +54,8 @@ type Cancellation struct {
 // oldWorkLive says the cluster's Work exists and is not being deleted.
 //
 // The rules:
-//   - purgeMode Never is a person's to end, Directly's copy is going: no.
+//   - purgeMode Never is a person's to end, Directly's copy is going, and
+//     the scheduler's own removals (Rescheduled) are its to undo: no.
 //   - the cluster must exist, not be deleting, be Ready, have no
 //     NoSchedule/NoExecute taint the placement does not tolerate, and be
 //     matched by the placement's affinity (or one of its terms).
@@ -69,6 +70,10 @@ func Cancellable(task *workv1alpha1.GracefulEvictionTask, binding *workv1alpha1.
 	cluster *clusterv1alpha1.Cluster, oldWorkLive bool) Cancellation {
 	if mode := policyv1alpha1.NormalizePurgeMode(task.PurgeMode); mode != policyv1alpha1.PurgeModeGracefully {
 		return Cancellation{Why: fmt.Sprintf("purgeMode %s is never cancelled", mode)}
+	}
+	if task.Producer == workv1alpha1.EvictionProducerScheduler {
+		// The scheduler's own move: it takes the cluster back itself.
+		return Cancellation{Why: "the scheduler took the cluster out of the placement"}
 	}
 	if !oldWorkLive {
 		return Cancellation{Why: "the old copy is gone or going"}

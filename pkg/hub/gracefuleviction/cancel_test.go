@@ -79,6 +79,12 @@ func TestCancellable(t *testing.T) {
 		{name: "Graciously is Gracefully", task: task(policyv1alpha1.PurgeModeGraciously), binding: binding(nil), cluster: ready(nil), live: true, cancel: true, replicas: 3},
 		{name: "Never is a person's to remove", task: task(policyv1alpha1.PurgeModeNever), binding: binding(nil), cluster: ready(nil), live: true},
 		{name: "Directly: the copy is going", task: task(policyv1alpha1.PurgeModeDirectly), binding: binding(nil), cluster: ready(nil), live: true},
+		{name: "the scheduler's own removal", binding: binding(nil), cluster: ready(nil), live: true,
+			task: func() *workv1alpha1.GracefulEvictionTask {
+				t := task("")
+				t.Producer, t.Reason = workv1alpha1.EvictionProducerScheduler, workv1alpha1.EvictionReasonRescheduled
+				return t
+			}()},
 		{name: "old Work gone or deleting", task: task(""), binding: binding(nil), cluster: ready(nil)},
 		{name: "cluster gone", task: task(""), binding: binding(nil), live: true},
 		{name: "cluster deleting", task: task(""), binding: binding(nil), live: true,
