@@ -212,6 +212,20 @@ func placementJSON(p *policyv1alpha1.Placement) string {
 	return string(b)
 }
 
+// replicaSchedulingChanged: the placement's replica scheduling differs
+// from the one last scheduled with (recorded in the annotation).
+func replicaSchedulingChanged(binding *workv1alpha1.ResourceBinding) bool {
+	last := binding.Annotations[AnnotationScheduledPlacement]
+	if last == "" {
+		return false
+	}
+	var old policyv1alpha1.Placement
+	if err := json.Unmarshal([]byte(last), &old); err != nil {
+		return true
+	}
+	return !apiequality.Semantic.DeepEqual(old.ReplicaScheduling, binding.Spec.Placement.ReplicaScheduling)
+}
+
 func scheduledClusterGone(targets []workv1alpha1.TargetCluster, clusters []*clusterv1alpha1.Cluster) bool {
 	for _, t := range targets {
 		i := slices.IndexFunc(clusters, func(c *clusterv1alpha1.Cluster) bool { return c.Name == t.Name })
@@ -266,7 +280,10 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		ObservedAffinityName: binding.Status.SchedulerObservedAffinityName,
 		// Only a person's explicit request starts over (first term, fresh
 		// division); every other trigger keeps what runs.
-		Fresh: scheduleType == TypeRescheduleAsked})
+		Fresh: scheduleType == TypeRescheduleAsked,
+		// So does a change of how replicas are divided (weights,
+		// preference): the new division is what was asked for.
+		Rebalance: scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding)})
 	decided := time.Now()
 	defer func() {
 		// An unschedulable binding returns nil (nothing to retry); the

@@ -139,3 +139,18 @@ func TestApplyResult(t *testing.T) {
 		}
 	})
 }
+
+func TestReplicaSchedulingChanged(t *testing.T) {
+	p := &policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}},
+		ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided}}
+	b := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationScheduledPlacement: placementJSON(p)}}}
+	b.Spec.Placement = p.DeepCopy()
+	b.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member2"}
+	if replicaSchedulingChanged(b) {
+		t.Error("an affinity change is not a replica scheduling change")
+	}
+	b.Spec.Placement.ReplicaScheduling.ReplicaDivisionPreference = policyv1alpha1.ReplicaDivisionPreferenceAggregated
+	if !replicaSchedulingChanged(b) {
+		t.Error("a division preference change is one")
+	}
+}

@@ -60,6 +60,10 @@ type Input struct {
 	// divided as if nothing ran. Otherwise what runs is kept: missing
 	// replicas are added, surplus ones taken away, never both.
 	Fresh bool
+	// Rebalance divides the replicas from scratch (as Fresh does) but
+	// keeps the term order: the placement's replica scheduling itself was
+	// changed, so the new division is what a person asked for.
+	Rebalance bool
 }
 
 // Result is a scheduling decision.

@@ -527,6 +527,27 @@ func TestScheduleKeepsWhatRuns(t *testing.T) {
 			want: targets("member1", 2, "member2", 2, "member3", 2),
 		},
 		{
+			name: "static: new weights alone do not move what runs",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: targets("member1", 1, "member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"member1": 2, "member2": 1})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 1, "member2", 2),
+		},
+		{
+			name: "static: a changed replica scheduling rebalances",
+			in: Input{Rebalance: true, Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 3, Clusters: targets("member1", 1, "member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"member1": 2, "member2": 1})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 2, "member2", 1),
+		},
+		{
+			name: "clusterAffinities: a rebalance keeps the observed term",
+			in: Input{Rebalance: true, ObservedAffinityName: "backup", Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
+				Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated, ClusterAffinities: affinities("primary", "member1", "backup", "member2")}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 2), affinity: "backup",
+		},
+		{
 			name: "static scale-down takes from where the result exceeds the weighted ideal",
 			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: targets("member1", 5, "member2", 1),
 				Placement: &policyv1alpha1.Placement{ReplicaScheduling: weighted(map[string]int64{"member1": 1, "member2": 1})}},

@@ -52,7 +52,7 @@ func assignReplicas(in Input, placement *policyv1alpha1.Placement, selected []ca
 	var seats []int32
 	var msg string
 	switch {
-	case in.Fresh || keptSum == 0:
+	case in.Fresh || in.Rebalance || keptSum == 0:
 		seats, msg = divideFresh(in, strategy, selected)
 	case keptSum <= int64(replicas):
 		seats, msg = scaleUp(in, strategy, selected, int32(int64(replicas)-keptSum))
