@@ -98,8 +98,9 @@ const (
 // candidate is a cluster that passed the filters.
 type candidate struct {
 	cluster  *clusterv1alpha1.Cluster
-	existing bool  // in the current result: locality keeps it
-	current  int32 // replicas it has now
+	existing  bool  // in the current result: locality keeps it
+	returning bool  // the scheduler's own eviction task is open: its copy still runs
+	current   int32 // replicas it has now
 }
 
 // Schedule decides where the binding runs. It returns a *FitError when the
@@ -179,10 +180,11 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 		}
 		n, existing := current[c.Name]
 		// A cluster the scheduler itself took out still runs its copy
-		// until the task ends: locality prefers it, and placing it again
-		// ends the task (the controller drops it).
-		existing = existing || rescheduledFrom(in.Spec, c.Name)
-		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n})
+		// until the task ends: after the current clusters, locality
+		// prefers it, and placing it again ends the task (the controller
+		// drops it).
+		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n,
+			returning: !existing && rescheduledFrom(in.Spec, c.Name)})
 	}
 	fitErr := func(extra string) *FitError {
 		return &FitError{NumAllClusters: len(in.Clusters), Reasons: reasons,
@@ -195,6 +197,9 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 	sort.SliceStable(feasible, func(i, j int) bool {
 		if feasible[i].existing != feasible[j].existing {
 			return feasible[i].existing
+		}
+		if feasible[i].returning != feasible[j].returning {
+			return feasible[i].returning
 		}
 		return feasible[i].cluster.Name < feasible[j].cluster.Name
 	})
