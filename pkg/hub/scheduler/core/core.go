@@ -97,7 +97,7 @@ const (
 
 // candidate is a cluster that passed the filters.
 type candidate struct {
-	cluster  *clusterv1alpha1.Cluster
+	cluster   *clusterv1alpha1.Cluster
 	existing  bool  // in the current result: locality keeps it
 	returning bool  // the scheduler's own eviction task is open: its copy still runs
 	current   int32 // replicas it has now
