@@ -326,8 +326,12 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		if stored, err = c.bindings.Update(ctx, updated); err != nil {
 			return err
 		}
-		logger.Info("Binding scheduled", "clusters", describe(result.Clusters))
-		c.event(binding, "Normal", EventScheduleSucceed, "Scheduled to "+describe(result.Clusters))
+		msg := "Scheduled to " + describe(result.Clusters)
+		if removed := newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks); len(removed) > 0 {
+			msg += fmt.Sprintf("; removing %v gracefully (their copies stay until the new placement is healthy)", removed)
+		}
+		logger.Info("Binding scheduled", "clusters", describe(result.Clusters), "message", msg)
+		c.event(binding, "Normal", EventScheduleSucceed, msg)
 	}
 	scheduledAt := &now
 	if !changed && scheduleType == TypeDuplicated {
@@ -381,6 +385,17 @@ func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.T
 			ClustersBeforeFailover: before,
 			CreationTimestamp:      &now,
 		})
+	}
+	return out
+}
+
+// newTasks names the clusters of tasks in after that are not in before.
+func newTasks(before, after []workv1alpha1.GracefulEvictionTask) []string {
+	var out []string
+	for _, t := range after {
+		if !slices.ContainsFunc(before, func(b workv1alpha1.GracefulEvictionTask) bool { return b.FromCluster == t.FromCluster }) {
+			out = append(out, t.FromCluster)
+		}
 	}
 	return out
 }
