@@ -90,6 +90,8 @@ func TestUnhealthyEverywhere(t *testing.T) {
 			[]workv1alpha1.AggregatedStatusItem{item("a", U, 3)}, true},
 		{"placed on one, history too old", workv1alpha1.ResourceBindingSpec{Clusters: one, EvictionHistory: history("z", af, time.Hour)},
 			[]workv1alpha1.AggregatedStatusItem{item("a", U, 3)}, false},
+		{"placed on one, failing again where it failed before (it came back)", workv1alpha1.ResourceBindingSpec{Clusters: one, EvictionHistory: history("a", af, time.Minute)},
+			[]workv1alpha1.AggregatedStatusItem{item("a", U, 3)}, true},
 		{"placed on one, evicted elsewhere for a taint: not the application", workv1alpha1.ResourceBindingSpec{Clusters: one, EvictionHistory: history("z", taint, time.Minute)},
 			[]workv1alpha1.AggregatedStatusItem{item("a", U, 3)}, false},
 	} {

@@ -17,6 +17,7 @@ limitations under the License.
 package applicationfailover
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -44,7 +45,8 @@ func statusOf(status []workv1alpha1.AggregatedStatusItem, cluster string) *workv
 // off (open ApplicationFailure tasks, and eviction history entries younger
 // than historyTTL; 0 counts all). A workload placed on one cluster is
 // moved once (it may be that cluster), and held if it fails on the next
-// one too. A placed cluster that has not reported the current generation,
+// one too, or again on the same one (it came back, nothing else could take
+// it). A placed cluster that has not reported the current generation,
 // or reports Healthy or Unknown, breaks the rule: the application may yet
 // run somewhere.
 func UnhealthyEverywhere(spec *workv1alpha1.ResourceBindingSpec, status []workv1alpha1.AggregatedStatusItem, generation int64,
@@ -52,25 +54,31 @@ func UnhealthyEverywhere(spec *workv1alpha1.ResourceBindingSpec, status []workv1
 	if len(spec.Clusters) == 0 {
 		return false
 	}
-	failed := map[string]bool{}
+	placed := map[string]bool{}
 	for _, t := range spec.Clusters {
 		item := statusOf(status, t.Name)
 		if item == nil || item.Health != workv1alpha1.ResourceUnhealthy || item.ObservedGeneration != generation {
 			return false
 		}
-		failed[t.Name] = true
+		placed[t.Name] = true
+	}
+	failed := maps.Clone(placed)
+	again := false // failing again on a cluster it was moved off for failing
+	note := func(cluster string) {
+		failed[cluster] = true
+		again = again || placed[cluster]
 	}
 	for _, task := range spec.GracefulEvictionTasks {
 		if task.Reason == workv1alpha1.EvictionReasonApplicationFailure {
-			failed[task.FromCluster] = true
+			note(task.FromCluster)
 		}
 	}
 	for _, h := range spec.EvictionHistory {
 		if h.Reason == workv1alpha1.EvictionReasonApplicationFailure && (historyTTL <= 0 || now.Sub(h.EvictedAt.Time) < historyTTL) {
-			failed[h.ClusterName] = true
+			note(h.ClusterName)
 		}
 	}
-	return len(failed) >= 2
+	return len(failed) >= 2 || again
 }
 
 // KeepOne trims evict (clusters due for eviction) so that at least one of
