@@ -119,29 +119,34 @@ func (g *FleetGuard) State() GuardState {
 
 // RegionRate is the rate (clusters per second) at which clusters of a
 // region in the given state may be admitted while the whole fleet is in
-// fleetMode. Kubernetes' setLimiterInZone with its ReducedQPSFunc and
-// HealthyQPSFunc:
+// the state fleet. Kubernetes' setLimiterInZone with its ReducedQPSFunc and
+// HealthyQPSFunc, applied to the region and to the fleet, the slower
+// winning:
 //   - the whole fleet down: 0 (the hub is likely the one cut off);
-//   - the region Normal: the primary rate;
-//   - the region in a partial disruption: the secondary rate, or 0 when the
-//     region has at most largeFleet clusters (in a small region "many
-//     down" is a couple of clusters, and moving their load onto the rest
-//     can finish them off);
-//   - the region fully down while other regions are up: the primary rate.
-//     A region outage is what multi-cluster failover is for, and a region
-//     of one cluster is fully down whenever that cluster is; holding it
-//     would never fail over such a cluster.
-func RegionRate(fleetMode string, region RegionState, largeFleet int, primary, secondary float64) float64 {
-	switch {
-	case fleetMode == GuardFullDisruption:
+//   - a partial disruption (of the region or of the fleet): the secondary
+//     rate, or 0 when that region or fleet has at most largeFleet clusters
+//     (in a small fleet "many down" is a couple of clusters, and moving
+//     their load onto the rest can finish them off: 3 clusters with 2
+//     silent evict nothing, whether or not they share a region);
+//   - otherwise the primary rate, including for a region fully down while
+//     the fleet is not: a region outage is what multi-cluster failover is
+//     for, and a region of one cluster is fully down whenever that cluster
+//     is; holding it would never fail such a cluster over.
+func RegionRate(fleet, region RegionState, largeFleet int, primary, secondary float64) float64 {
+	if fleet.Mode == GuardFullDisruption {
 		return 0
-	case region.Mode == GuardPartialDisruption && region.Total <= largeFleet:
-		return 0
-	case region.Mode == GuardPartialDisruption:
-		return secondary
-	default:
-		return primary
 	}
+	rate := func(s RegionState) float64 {
+		switch {
+		case s.Mode != GuardPartialDisruption:
+			return primary
+		case s.Total <= largeFleet:
+			return 0
+		default:
+			return secondary
+		}
+	}
+	return min(rate(fleet), rate(region))
 }
 
 // EvictionRate is the rate of the region "" (the whole fleet when no
@@ -164,7 +169,8 @@ func (g *FleetGuard) rateLocked(region string) float64 {
 	if !ok {
 		r = RegionState{Mode: GuardNormal}
 	}
-	return RegionRate(g.state.Mode, r, g.largeFleet, g.primaryRate, g.secondRate)
+	fleet := RegionState{Mode: g.state.Mode, NotReady: g.state.NotReady, Total: g.state.Total}
+	return RegionRate(fleet, r, g.largeFleet, g.primaryRate, g.secondRate)
 }
 
 // AllowsNoExecute reports whether NoExecute taints may be added now: not

@@ -51,21 +51,25 @@ func TestFleetGuard(t *testing.T) {
 func TestRegionRate(t *testing.T) {
 	const primary, secondary, large = 0.5, 0.01, 10
 	N, P, F := GuardNormal, GuardPartialDisruption, GuardFullDisruption
+	rs := func(mode string, notReady, total int) RegionState {
+		return RegionState{Mode: mode, NotReady: notReady, Total: total}
+	}
 	for _, tc := range []struct {
-		name   string
-		fleet  string
-		region RegionState
-		want   float64
+		name          string
+		fleet, region RegionState
+		want          float64
 	}{
-		{"normal region in a normal fleet", N, RegionState{Mode: N, Total: 20}, primary},
-		{"the whole fleet down holds everything", F, RegionState{Mode: F, Total: 20, NotReady: 20}, 0},
-		{"large region in a partial disruption slows down", P, RegionState{Mode: P, Total: 20, NotReady: 12}, secondary},
-		{"small region in a partial disruption stops (3 of a fleet of 3, 2 silent)", P, RegionState{Mode: P, Total: 3, NotReady: 2}, 0},
-		{"at the threshold is small", P, RegionState{Mode: P, Total: large, NotReady: 6}, 0},
-		{"just above the threshold is large", P, RegionState{Mode: P, Total: large + 1, NotReady: 7}, secondary},
-		{"a partial region stops even in a normal fleet", N, RegionState{Mode: P, Total: 3, NotReady: 2}, 0},
-		{"a region fully down while others are up fails over at the primary rate", N, RegionState{Mode: F, Total: 1, NotReady: 1}, primary},
-		{"normal region while another region is partial", P, RegionState{Mode: N, Total: 5}, primary},
+		{"normal region in a normal fleet", rs(N, 0, 40), rs(N, 0, 20), primary},
+		{"the whole fleet down holds everything", rs(F, 40, 40), rs(F, 20, 20), 0},
+		{"large region in a partial disruption slows down", rs(N, 12, 40), rs(P, 12, 20), secondary},
+		{"small fleet in a partial disruption stops (3 clusters, 2 silent)", rs(P, 2, 3), rs(P, 2, 3), 0},
+		{"region at the threshold is small", rs(N, 6, 40), rs(P, 6, large), 0},
+		{"region just above the threshold is large", rs(N, 7, 40), rs(P, 7, large+1), secondary},
+		{"a small partial region stops even in a normal fleet", rs(N, 2, 40), rs(P, 2, 3), 0},
+		{"a region fully down while others are up fails over at the primary rate", rs(N, 1, 5), rs(F, 1, 1), primary},
+		{"3 clusters in 3 regions, 2 silent: the small fleet's partial disruption stops it", rs(P, 2, 3), rs(F, 1, 1), 0},
+		{"a large fleet's partial disruption slows even a normal region", rs(P, 12, 20), rs(N, 0, 2), secondary},
+		{"a large fleet in a partial disruption, a small region in one: stops", rs(P, 12, 20), rs(P, 2, 3), 0},
 	} {
 		if got := RegionRate(tc.fleet, tc.region, large, primary, secondary); got != tc.want {
 			t.Errorf("%s: rate %v, want %v", tc.name, got, tc.want)
