@@ -124,6 +124,9 @@ var _ = Describe("Agent Works", func() {
 			// The hub process exits when it loses its leader Lease; bring it back.
 			_ = env.Ctl(ctx, "restart", "hub")
 		})
+		// Long enough for several failed hub Lease renewals (every 2s with
+		// the suite's timings, so 10s; 20s with the defaults' 10s).
+		hold := min(20*time.Second, max(10*time.Second, 5*env.Timings.RenewInterval()))
 		Consistently(ctx, func(g Gomega) {
 			cm, err := member.CoreV1().ConfigMaps("default").Get(ctx, "e2e-outage", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
@@ -132,7 +135,7 @@ var _ = Describe("Agent Works", func() {
 				_, err := httpGet(ctx, addr, "/healthz")
 				g.Expect(err).NotTo(HaveOccurred(), "agent %s unhealthy while the hub is down", addr)
 			}
-		}).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}).WithTimeout(hold).WithPolling(time.Second).Should(Succeed())
 
 		Expect(env.Ctl(ctx, "start-cluster", hub)).To(Succeed())
 		Expect(flotilla.WorkV1alpha1().Works(ns).Delete(ctx, "e2e-outage", metav1.DeleteOptions{})).To(Succeed())

@@ -64,8 +64,10 @@ var _ = Describe("Fleet guard", func() {
 				g.Expect(readyStatus(c)).To(Equal(metav1.ConditionUnknown), m.Name)
 			}
 		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
-		// …and past the 20s NoExecute timeout and 5s toleration (FAST=1)
-		// nothing is tainted NoExecute, evicted or deleted.
+		// …and past the NoExecute timeout and the default toleration (and
+		// two seconds) nothing is tainted NoExecute, evicted or deleted.
+		t := env.Timings
+		hold := t.FailoverEvictionTimeout + time.Duration(t.DefaultTolerationSeconds)*time.Second + 2*time.Second
 		Consistently(ctx, func(g Gomega) {
 			for _, m := range env.Members {
 				c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m.Name, metav1.GetOptions{})
@@ -81,7 +83,7 @@ var _ = Describe("Fleet guard", func() {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(w.DeletionTimestamp).To(BeNil())
 			}
-		}).WithTimeout(27 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}).WithTimeout(hold).WithPolling(time.Second).Should(Succeed())
 
 		start(ctx)
 		Eventually(ctx, func(g Gomega) {

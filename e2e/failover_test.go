@@ -27,8 +27,9 @@ import (
 // member1 (its apiserver and its agents) stops: Ready goes Unknown, the
 // taints come, the workload is evicted and member2 runs all 3 while the
 // template keeps showing 3/3; when member1 returns its replicas stay on
-// member2 and its leftover copy is removed. The environment runs the hub
-// with FAST=1 (NoExecute 20s after Unknown, default tolerations 5s).
+// member2 and its leftover copy is removed. The environment's hub taints
+// NoExecute env.Timings.FailoverEvictionTimeout after Unknown, and the
+// default tolerations last DefaultTolerationSeconds.
 var _ = Describe("Failover", func() {
 	It("moves the seed's nginx off a stopped member1 to member2 and cleans member1 up when it returns (seed 000)", func(ctx SpecContext) {
 		cfg, err := env.RestConfig(env.HubContext)
@@ -72,7 +73,7 @@ var _ = Describe("Failover", func() {
 		}
 		DeferCleanup(restart)
 
-		// Lease grace (env.Timings) → Unknown → NoExecute (20s) → toleration (5s) →
+		// Lease grace → Unknown → NoExecute → default toleration (env.Timings) →
 		// eviction → member2 scheduled 3 → 3 pods Running there.
 		Eventually(ctx, func(g Gomega) {
 			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})

@@ -71,7 +71,9 @@ func (p *localProvider) script(ctx context.Context, name string) error {
 		"MEMBERS=3",
 		"NODES=2",
 		"AGENTS_PER_MEMBER=2",
-		"FAST=1",
+		// HUB_FLAGS carries all of FAST=1's hub timers, from p.timings
+		// (local-up.sh would append FAST's after them, and the last wins).
+		"FAST=0",
 		"HUB_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("HUB_FLAGS")), p.timings.HubFlags()...), " "),
 		"AGENT_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("AGENT_FLAGS")), p.timings.AgentFlags()...), " "),
 	)

@@ -32,10 +32,19 @@ type Timings struct {
 	// Hub: how long a cluster's Lease may stand still before Ready turns
 	// Unknown, and how often that is checked.
 	HubLeaseGrace, HubMonitorPeriod time.Duration
+	// Hub: NoExecute this long after Ready left True, the default
+	// not-ready/unreachable tolerations, a graceful eviction's grace period.
+	FailoverEvictionTimeout  time.Duration
+	DefaultTolerationSeconds int
+	GracefulEvictionTimeout  time.Duration
+	// Hub: its own leader election.
+	HubElectionLease, HubElectionRenewDeadline, HubElectionRetryPeriod time.Duration
 }
 
-// DefaultTimings are the product's defaults (what `make up` runs, and the
-// kind provider).
+// DefaultTimings are the product's defaults for the agent and the hub's
+// Lease grace, and FAST=1's demo-speed hub failover timers (NoExecute 20s
+// after Unknown, default tolerations 5s, graceful grace 15s, hub election
+// 4s): what `make up FAST=1` and the kind provider run.
 func DefaultTimings() Timings {
 	a, h := agentapp.NewOptions(), hubapp.NewOptions()
 	return Timings{
@@ -53,6 +62,13 @@ func DefaultTimings() Timings {
 		ElectionRetryPeriod:     a.LeaderElection.RetryPeriod,
 		HubLeaseGrace:           h.ClusterMonitorGracePeriod,
 		HubMonitorPeriod:        h.ClusterMonitorPeriod,
+		// FAST=1 (hack/local-up.sh, kindFastHubFlags).
+		FailoverEvictionTimeout:  20 * time.Second,
+		DefaultTolerationSeconds: 5,
+		GracefulEvictionTimeout:  15 * time.Second,
+		HubElectionLease:         4 * time.Second,
+		HubElectionRenewDeadline: 3 * time.Second,
+		HubElectionRetryPeriod:   time.Second,
 	}
 }
 
@@ -70,7 +86,11 @@ func DefaultTimings() Timings {
 //     a status period or the renew deadline, 5s, kwokctl start: 17s on a
 //     loaded machine with the defaults' 10s notice) room inside it;
 //   - the renew deadline (6s) leaves a loaded machine's member apiserver
-//     a few seconds per renewal before a leader steps down.
+//     a few seconds per renewal before a leader steps down;
+//   - NoExecute (12s) after Unknown stays well past the agents' renew
+//     spread (2s), the fleet guard's period (2s) and the few seconds the
+//     suite takes to stop every agent, so a whole-fleet outage is seen as
+//     one before any NoExecute.
 //
 // The defaults themselves are proven elsewhere: agent/app's
 // TestAgentDampsReadyWithTheDefaultThresholds runs the agent with them.
@@ -87,6 +107,8 @@ func ShortTimings() Timings {
 	t.ElectionLease, t.ElectionRenewDeadline, t.ElectionRetryPeriod = 8*time.Second, 6*time.Second, time.Second
 	t.HubLeaseGrace = 28 * time.Second
 	t.HubMonitorPeriod = 2 * time.Second
+	t.FailoverEvictionTimeout = 12 * time.Second
+	t.DefaultTolerationSeconds = 3
 	return t
 }
 
@@ -113,11 +135,18 @@ func (t Timings) AgentFlags() []string {
 	}
 }
 
-// HubFlags are the hub flags that set these timings.
+// HubFlags are the hub flags that set these timings (all of FAST=1's too).
 func (t Timings) HubFlags() []string {
 	return []string{
 		"--cluster-monitor-grace-period=" + t.HubLeaseGrace.String(),
 		"--cluster-monitor-period=" + t.HubMonitorPeriod.String(),
+		"--failover-eviction-timeout=" + t.FailoverEvictionTimeout.String(),
+		fmt.Sprintf("--default-not-ready-toleration-seconds=%d", t.DefaultTolerationSeconds),
+		fmt.Sprintf("--default-unreachable-toleration-seconds=%d", t.DefaultTolerationSeconds),
+		"--graceful-eviction-timeout=" + t.GracefulEvictionTimeout.String(),
+		"--leader-elect-lease-duration=" + t.HubElectionLease.String(),
+		"--leader-elect-renew-deadline=" + t.HubElectionRenewDeadline.String(),
+		"--leader-elect-retry-period=" + t.HubElectionRetryPeriod.String(),
 	}
 }
 
