@@ -1,0 +1,103 @@
+package faultschedule
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag      = flag.Int64("seed", 0, "replay only this schedule seed (also FLOTILLA_FAULT_SEED)")
+	schedulesFlag = flag.Int("schedules", 0, "random schedules to run instead of the fixed CI seeds (also SOAK_SCHEDULES)")
+	stepsFlag     = flag.Int("steps", 0, "steps per schedule (default 10; also FLOTILLA_FAULT_STEPS)")
+)
+
+// ciSeeds are the fixed schedules `make test` runs.
+var ciSeeds = []int64{1, 2}
+
+// TestFaultSchedules runs the real hub against a real apiserver with
+// simulated members through seeded random schedules of faults and changes
+// and checks the failover invariants after every step. A failure prints
+// the seed; `go test ./test/faultschedule -run TestFaultSchedules
+// -args -seed=N` (or FLOTILLA_FAULT_SEED=N) replays that schedule.
+func TestFaultSchedules(t *testing.T) {
+	seeds := ciSeeds
+	if s := envInt("FLOTILLA_FAULT_SEED", *seedFlag); s != 0 {
+		seeds = []int64{s}
+	} else if n := envInt("SOAK_SCHEDULES", int64(*schedulesFlag)); n > 0 {
+		r := rand.New(rand.NewSource(time.Now().UnixNano()))
+		seeds = nil
+		for range n {
+			seeds = append(seeds, 1+r.Int63n(1<<40))
+		}
+		t.Logf("soak: %d random schedules, seeds %v", n, seeds)
+	}
+	steps := int(envInt("FLOTILLA_FAULT_STEPS", int64(*stepsFlag)))
+	if steps == 0 {
+		steps = 10
+	}
+	var clean, cleanSteps, totalSteps int
+	var failed []string
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			sched := Generate(seed, 0, 0, steps)
+			t.Logf("seed %d: %d clusters, %d workloads, steps:\n%s", seed, len(sched.Clusters), len(sched.Workloads), describe(sched))
+			res := Run(t, sched, Config{Settle: 45 * time.Second, Log: t.Logf})
+			totalSteps += res.Steps
+			if len(res.Violations) == 0 {
+				clean++
+				cleanSteps += res.Steps
+				return
+			}
+			failed = append(failed, strconv.FormatInt(seed, 10))
+			t.Errorf("seed %d: %d violation(s) after %d steps (replay: go test ./test/faultschedule -run TestFaultSchedules -args -seed=%d)\nsteps run:\n%s\nviolations:\n%s",
+				seed, len(res.Violations), res.Steps, seed, describeSteps(sched.Steps[:res.Steps]), strings.Join(res.Violations, "\n"))
+		})
+	}
+	t.Logf("fault schedules: %d of %d ran clean (%d of %d steps in clean schedules); failing seeds: %v",
+		clean, len(seeds), cleanSteps, totalSteps, failed)
+}
+
+func envInt(name string, def int64) int64 {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+func describe(s Schedule) string {
+	var b strings.Builder
+	for _, c := range s.Clusters {
+		fmt.Fprintf(&b, "  cluster %s region=%q\n", c.Name, c.Region)
+	}
+	for i, w := range s.Workloads {
+		fmt.Fprintf(&b, "  workload w%d replicas=%d %s names=%v region=%q\n", i, w.Replicas, w.Variant, w.Names, w.Region)
+	}
+	b.WriteString(describeSteps(s.Steps))
+	return b.String()
+}
+
+func describeSteps(steps []Step) string {
+	var b strings.Builder
+	for i, s := range steps {
+		fmt.Fprintf(&b, "  %d: %s\n", i, s)
+	}
+	return b.String()
+}
+
+// The schedule is a function of the seed alone.
+func TestGenerateIsDeterministic(t *testing.T) {
+	for seed := int64(1); seed < 50; seed++ {
+		a, b := Generate(seed, 0, 0, 30), Generate(seed, 0, 0, 30)
+		if describe(a) != describe(b) {
+			t.Fatalf("seed %d: two schedules differ:\n%s\n%s", seed, describe(a), describe(b))
+		}
+	}
+}
