@@ -271,7 +271,9 @@ func workloadName(i int) string { return fmt.Sprintf("w%d", i) }
 
 func bindingName(i int) string { return workobjects.BindingName("Deployment", workloadName(i)) }
 
-func imageFor(i, version int) string { return fmt.Sprintf("registry.example.com/app%d:v%d", i, version) }
+func imageFor(i, version int) string {
+	return fmt.Sprintf("registry.example.com/app%d:v%d", i, version)
+}
 
 func manifest(i, replicas, version int) []byte {
 	name := workloadName(i)

@@ -71,15 +71,15 @@ type Variant int
 
 // Policy variants.
 const (
-	VariantDuplicatedNames Variant = iota // Duplicated over a clusterNames list
-	VariantStaticWeights                  // Divided, static weights over a clusterNames list
-	VariantDynamicWeights                 // Divided, dynamic weights (AvailableReplicas), every cluster
-	VariantAggregated                     // Divided Aggregated, every cluster
-	VariantAffinities                     // clusterAffinities: primary region, then backup everything
-	VariantPinned                         // Duplicated, clusterNames: [one cluster]
-	VariantSpreadRegions                  // Duplicated with a region spread constraint (maxGroups 2)
-	VariantAppFailoverGraceful            // Divided static weights + application failover Gracefully
-	VariantAppFailoverDirect              // Duplicated over a list + application failover Directly
+	VariantDuplicatedNames     Variant = iota // Duplicated over a clusterNames list
+	VariantStaticWeights                      // Divided, static weights over a clusterNames list
+	VariantDynamicWeights                     // Divided, dynamic weights (AvailableReplicas), every cluster
+	VariantAggregated                         // Divided Aggregated, every cluster
+	VariantAffinities                         // clusterAffinities: primary region, then backup everything
+	VariantPinned                             // Duplicated, clusterNames: [one cluster]
+	VariantSpreadRegions                      // Duplicated with a region spread constraint (maxGroups 2)
+	VariantAppFailoverGraceful                // Divided static weights + application failover Gracefully
+	VariantAppFailoverDirect                  // Duplicated over a list + application failover Directly
 	numVariants
 )
 
