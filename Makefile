@@ -81,6 +81,14 @@ test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) o
 .PHONY: e2e
 e2e: test-e2e ## Alias of test-e2e.
 
+# `make soak`: SOAK_SCHEDULES random fault schedules (seeds printed; replay one
+# with FLOTILLA_FAULT_SEED=N), SOAK_STEPS steps each.
+SOAK_SCHEDULES ?= 50
+SOAK_STEPS     ?= 25
+.PHONY: soak
+soak: tools ## Run SOAK_SCHEDULES (50) random fault schedules of SOAK_STEPS (25) steps against the real hub (test/faultschedule).
+	KUBEBUILDER_ASSETS=$(BIN) SOAK_SCHEDULES=$(SOAK_SCHEDULES) FLOTILLA_FAULT_STEPS=$(SOAK_STEPS) go test -count=1 -v -timeout 300m -run TestFaultSchedules ./test/faultschedule/
+
 .PHONY: clean
 clean: ## Remove built binaries of the project (keeps the cached tools).
 	rm -f $(BIN)/hub $(BIN)/agent
