@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 var (
@@ -41,10 +43,20 @@ func TestFaultSchedules(t *testing.T) {
 	if steps == 0 {
 		steps = 10
 	}
+	// The hub's log goes to a file per failing seed, unless
+	// FLOTILLA_FAULT_HUBLOG asks for it on stderr.
+	var hubLog *HubLog
+	if os.Getenv("FLOTILLA_FAULT_HUBLOG") == "" {
+		hubLog = CaptureKlog()
+		defer klog.SetOutput(os.Stderr)
+	}
 	var clean, cleanSteps, totalSteps int
 	var failed []string
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			if hubLog != nil {
+				hubLog.Reset()
+			}
 			sched := Generate(seed, 0, 0, steps)
 			t.Logf("seed %d: %d clusters, %d workloads, steps:\n%s", seed, len(sched.Clusters), len(sched.Workloads), describe(sched))
 			res := Run(t, sched, Config{Settle: 45 * time.Second, Log: t.Logf})
@@ -55,6 +67,11 @@ func TestFaultSchedules(t *testing.T) {
 				return
 			}
 			failed = append(failed, strconv.FormatInt(seed, 10))
+			if hubLog != nil {
+				if path, err := hubLog.Save(fmt.Sprintf("flotilla-fault-seed-%d.log", seed)); err == nil {
+					t.Logf("hub log of seed %d: %s", seed, path)
+				}
+			}
 			t.Errorf("seed %d: %d violation(s) after %d steps (replay: go test ./test/faultschedule -run TestFaultSchedules -args -seed=%d)\nsteps run:\n%s\nviolations:\n%s",
 				seed, len(res.Violations), res.Steps, seed, describeSteps(sched.Steps[:res.Steps]), strings.Join(res.Violations, "\n"))
 		})

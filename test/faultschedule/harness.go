@@ -182,11 +182,15 @@ func Run(t testing.TB, sched Schedule, cfg Config) Result {
 		if len(h.snapshotViolations()) > 0 {
 			break
 		}
-		h.beginStep(i, s)
+		h.beginStep(i, s, i > 0 && sched.Steps[i-1].QuickMillis > 0)
 		h.cfg.Log("seed %d step %d/%d: %s", sched.Seed, i+1, len(sched.Steps), s)
 		if err := h.apply(ctx, i, s); err != nil {
 			h.violate("step %d (%s): applying: %v", i, s, err)
 			break
+		}
+		if s.QuickMillis > 0 && i+1 < len(sched.Steps) {
+			time.Sleep(time.Duration(s.QuickMillis) * time.Millisecond)
+			continue
 		}
 		h.settle(ctx, i)
 	}
@@ -342,14 +346,18 @@ func policyFor(i int, w WorkloadSpec) *policyv1alpha1.PropagationPolicy {
 
 // beginStep records what the step involves, for the safety checks that run
 // from watch events.
-func (h *Harness) beginStep(i int, s Step) {
+// carry keeps what the previous, unsettled step involved: its effects are
+// still under way.
+func (h *Harness) beginStep(i int, s Step, carry bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.step = i
 	h.steps = append(h.steps, s)
-	h.touched = map[string]bool{}
-	h.touchedW = map[int]bool{}
-	h.reentries = map[string]int{}
+	if !carry {
+		h.touched = map[string]bool{}
+		h.touchedW = map[int]bool{}
+		h.reentries = map[string]int{}
+	}
 	for _, c := range s.Clusters {
 		h.touched[c] = true
 	}

@@ -40,6 +40,10 @@ type Step struct {
 	Workload int      // workload index for template and policy steps; -1 otherwise
 	Value    int      // new replicas, capacity (pods), image version or policy variant
 	Region   string   // region of an added cluster
+	// QuickMillis > 0 starts the next step this many milliseconds after
+	// this one, without waiting for the fleet to settle, so that faults
+	// and changes overlap the hub's reactions to earlier ones.
+	QuickMillis int
 }
 
 func (s Step) String() string {
@@ -62,6 +66,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " variant=%s", Variant(s.Value))
 	case StepAddCluster:
 		fmt.Fprintf(&b, " region=%q", s.Region)
+	}
+	if s.QuickMillis > 0 {
+		fmt.Fprintf(&b, " (next after %dms, unsettled)", s.QuickMillis)
 	}
 	return b.String()
 }
@@ -147,7 +154,11 @@ func Generate(seed int64, nClusters, nWorkloads, nSteps int) Schedule {
 	}
 	g.nWorkloads = nWorkloads
 	for len(s.Steps) < nSteps {
-		s.Steps = append(s.Steps, g.step()...)
+		steps := g.step()
+		if r.Intn(5) == 0 {
+			steps[len(steps)-1].QuickMillis = 200 + r.Intn(2000)
+		}
+		s.Steps = append(s.Steps, steps...)
 	}
 	s.Steps = s.Steps[:nSteps]
 	// A schedule ends with every cluster back, so the last checks see a
