@@ -177,10 +177,29 @@ func fgCountEvents(t *testing.T, kube kubernetes.Interface, reason string) int {
 // eviction, no Work deleted. The secondary rate is set high so that the
 // old behaviour (slowing down instead of stopping) shows within the test.
 func TestFleetGuardSmallFleetPartialDisruptionEvictsNothing(t *testing.T) {
+	fgSmallFleetPartialDisruption(t, nil, `region "" is PartialDisruption`)
+}
+
+// The same with each cluster a region of its own: each silent region is
+// fully down (which alone fails over at the primary rate), but the fleet
+// of 3 is in a partial disruption, and that stops evictions.
+func TestFleetGuardSmallFleetOfRegionsEvictsNothing(t *testing.T) {
+	fgSmallFleetPartialDisruption(t, map[string]string{"member1": "region-a", "member2": "region-b", "member3": "region-c"},
+		`fleet guard is PartialDisruption`)
+}
+
+func fgSmallFleetPartialDisruption(t *testing.T, regions map[string]string, event string) {
 	// The NoExecute timer (5s) is longer than the guard's period (1s), so
 	// the guard sees both silent clusters before either timer runs out.
 	ctx, fc, kube := fgStartHub(t, func(o *app.Options) { o.SecondaryEvictionRate, o.FailoverEvictionTimeout = 100, 5*time.Second })
-	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
+	for _, name := range []string{"member1", "member2", "member3"} {
+		c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: clusterv1alpha1.ClusterSpec{Region: regions[name]}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setClusterReady(t, ctx, fc, c, metav1.ConditionTrue)
+	}
 	ns := "default"
 	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, fgPolicy(ns, "nginx", "Deployment", []string{"member1", "member2", "member3"}, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -239,7 +258,7 @@ func TestFleetGuardSmallFleetPartialDisruptionEvictsNothing(t *testing.T) {
 	}
 
 	// The guard says why, on the silent clusters.
-	fgWaitEvent(t, kube, "FleetGuard", `region "" is PartialDisruption`)
+	fgWaitEvent(t, kube, "FleetGuard", event)
 
 	// One comes back: the region is Normal again (1 of 3 down) and the
 	// remaining silent cluster fails over at the primary rate.
