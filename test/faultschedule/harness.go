@@ -480,7 +480,12 @@ func retry(ctx context.Context, f func() error) error {
 }
 
 // healthy says whether a member runs and reports as it should.
-func healthy(st State) bool { return !st.Gone && st.Mode == ModeAlive && !st.AppFault }
+func healthy(st State) bool { return alive(st) && !st.AppFault }
+
+// alive says whether a member reports Ready (its applications may be
+// unhealthy: without application failover, or when they are unhealthy
+// everywhere, the hub rightly leaves them where they are).
+func alive(st State) bool { return !st.Gone && st.Mode == ModeAlive }
 
 func key(binding, cluster string) string { return binding + "/" + cluster }
 
@@ -716,14 +721,13 @@ func (h *Harness) liveness() []string {
 		}
 		if len(eligible) > 0 && !guarded {
 			runs := false
-			for c, st := range states {
-				if cp, ok := st.Running[workobjects.WorkName(Namespace, name)]; ok && healthy(st) && cp.Replicas > 0 {
-					_ = c
+			for _, st := range states {
+				if cp, ok := st.Running[workobjects.WorkName(Namespace, name)]; ok && alive(st) && cp.Replicas > 0 {
 					runs = true
 				}
 			}
 			if !runs {
-				problems = append(problems, fmt.Sprintf("invariant 1 (a workload with an eligible Ready cluster runs): %s has no healthy copy on a healthy cluster (eligible %v): %s",
+				problems = append(problems, fmt.Sprintf("invariant 1 (a workload with an eligible Ready cluster runs): %s has no copy on a Ready member (eligible %v): %s",
 					name, eligible, describeBinding(rb)))
 			}
 		}
@@ -805,12 +809,12 @@ func (h *Harness) calmRegions(states map[string]State) map[string]bool {
 	return calm
 }
 
-// eligible lists the healthy clusters the workload's policy allows (and
-// that can hold it, for capacity-based division).
+// eligible lists the Ready clusters the workload's policy allows (and that
+// can hold it, for capacity-based division).
 func (h *Harness) eligible(w WorkloadSpec, states map[string]State) []string {
 	var out []string
 	for name, st := range states {
-		if !healthy(st) {
+		if !alive(st) {
 			continue
 		}
 		switch w.Variant {
