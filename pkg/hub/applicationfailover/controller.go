@@ -129,7 +129,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "application-failover"}),
 	}
 	enabled := func(obj any) {
-		if spec := workobjects.SpecOf(obj); spec != nil && spec.Failover != nil && spec.Failover.Application != nil {
+		if spec := workobjects.SpecOf(obj); spec != nil && (spec.Failover != nil && spec.Failover.Application != nil || held(obj)) {
 			workobjects.EnqueueKey(c.queue.Add)(obj)
 		}
 	}
@@ -155,7 +155,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if err != nil || binding.DeletionTimestamp != nil || binding.Spec.Failover == nil || binding.Spec.Failover.Application == nil {
+	if err != nil || binding.DeletionTimestamp != nil {
+		return err
+	}
+	if binding.Spec.Failover == nil || binding.Spec.Failover.Application == nil {
+		// Application failover turned off: a hold it set says nothing now.
+		_, err := c.setHeld(ctx, binding, false)
 		return err
 	}
 	behavior := binding.Spec.Failover.Application
@@ -249,6 +254,19 @@ func (c *Controller) admit(cluster, region string, now time.Time) (bool, time.Du
 		return true, 0
 	}
 	return c.opts.Guard.Admit(cluster, region, now)
+}
+
+// held reports whether a binding (of either kind) has
+// ApplicationFailoverHeld=True.
+func held(obj any) bool {
+	var conds []metav1.Condition
+	switch b := obj.(type) {
+	case *workv1alpha1.ResourceBinding:
+		conds = b.Status.Conditions
+	case *workv1alpha1.ClusterResourceBinding:
+		conds = b.Status.Conditions
+	}
+	return meta.IsStatusConditionTrue(conds, workv1alpha1.BindingConditionApplicationFailoverHeld)
 }
 
 // setHeld puts the ApplicationFailoverHeld condition in line with held,
