@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 var (
@@ -117,4 +123,65 @@ func TestGenerateIsDeterministic(t *testing.T) {
 			t.Fatalf("seed %d: two schedules differ:\n%s\n%s", seed, describe(a), describe(b))
 		}
 	}
+}
+
+// The safety checks fire: a healthy, uninvolved cluster losing replicas
+// (3), an eviction during a fleet-wide outage (4), a placement flapping
+// (6) and a Work deleted without a task (3) are each reported.
+func TestSafetyChecksFire(t *testing.T) {
+	newHarness := func() *Harness {
+		h := &Harness{members: map[string]*Member{}, touched: map[string]bool{}, touchedW: map[int]bool{},
+			lastBinding: map[string]*workv1alpha1.ResourceBinding{}, taskSeen: map[string][]time.Time{},
+			left: map[string]int{}, reentries: map[string]int{}, recorded: map[types.UID]bool{}}
+		for _, c := range []string{"m1", "m2", "m3"} {
+			h.members[c] = newMember(c, "", 10, nil, nil, nil, 1)
+		}
+		h.beginStep(0, Step{Kind: StepHubRestart, Workload: -1}, false)
+		return h
+	}
+	rb := func(tasks []string, clusters ...string) *workv1alpha1.ResourceBinding {
+		b := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "w0-deployment", Namespace: Namespace}}
+		for _, c := range clusters {
+			b.Spec.Clusters = append(b.Spec.Clusters, workv1alpha1.TargetCluster{Name: c, Replicas: 2})
+		}
+		for _, c := range tasks {
+			b.Spec.GracefulEvictionTasks = append(b.Spec.GracefulEvictionTasks, workv1alpha1.GracefulEvictionTask{FromCluster: c})
+		}
+		return b
+	}
+	expect := func(h *Harness, want string) {
+		t.Helper()
+		h.judgeDeletions()
+		got := h.snapshotViolations()
+		if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, want) }) {
+			t.Errorf("violations %q, want one with %q", got, want)
+		}
+	}
+
+	h := newHarness()
+	h.onBinding(rb(nil, "m1", "m2"))
+	h.onBinding(rb(nil, "m1"))
+	expect(h, "invariant 3 (a healthy cluster's replicas never drop")
+
+	h = newHarness()
+	h.onBinding(rb(nil, "m1", "m2"))
+	h.beginStep(1, Step{Kind: StepOutage, Clusters: []string{"m1", "m2", "m3"}, Workload: -1}, false)
+	h.onBinding(rb([]string{"m1"}, "m1", "m2"))
+	expect(h, "invariant 4")
+
+	h = newHarness()
+	h.onBinding(rb(nil, "m1", "m2"))
+	h.beginStep(1, Step{Kind: StepKill, Clusters: []string{"m1"}, Workload: -1}, false)
+	h.onBinding(rb([]string{"m1"}, "m2"))
+	h.beginStep(2, Step{Kind: StepHubRestart, Workload: -1}, false)
+	for range 2 {
+		h.onBinding(rb([]string{"m1"}, "m2"))
+		h.onBinding(rb([]string{"m1"}, "m1", "m2"))
+	}
+	expect(h, "invariant 6")
+
+	h = newHarness()
+	h.onWork(&workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "flotilla-es-m2", UID: "u1",
+		Annotations: map[string]string{workobjects.AnnotationCluster: "m2", workobjects.AnnotationBindingName: "w0-deployment"}}}, true)
+	expect(h, "no Work deleted without a graceful eviction task")
 }
