@@ -283,7 +283,8 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		Fresh: scheduleType == TypeRescheduleAsked,
 		// So does a change of how replicas are divided (weights,
 		// preference): the new division is what was asked for.
-		Rebalance: scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding)})
+		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
+		RestoreRemoved: scheduleType == TypePlacementChanged})
 	decided := time.Now()
 	defer func() {
 		// An unschedulable binding returns nil (nothing to retry); the

@@ -64,6 +64,12 @@ type Input struct {
 	// keeps the term order: the placement's replica scheduling itself was
 	// changed, so the new division is what a person asked for.
 	Rebalance bool
+	// RestoreRemoved counts the replicas of clusters the scheduler took
+	// out, whose tasks are still open, as running there (their copies
+	// do): set on a placement change, so one undone while the task lasts
+	// restores the old result. Not on other triggers, where it would
+	// move replicas back and forth without a cause.
+	RestoreRemoved bool
 }
 
 // Result is a scheduling decision.
@@ -183,8 +189,18 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 		// until the task ends: after the current clusters, locality
 		// prefers it, and placing it again ends the task (the controller
 		// drops it).
-		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n,
-			returning: !existing && rescheduledFrom(in.Spec, c.Name)})
+		// With RestoreRemoved its copy counts as running the task's
+		// replicas: a placement change undone restores the old division.
+		returning := false
+		if !existing {
+			if task := rescheduledFrom(in.Spec, c.Name); task != nil {
+				returning = true
+				if in.RestoreRemoved && task.Replicas != nil {
+					n = *task.Replicas
+				}
+			}
+		}
+		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n, returning: returning})
 	}
 	fitErr := func(extra string) *FitError {
 		return &FitError{NumAllClusters: len(in.Clusters), Reasons: reasons,
@@ -253,12 +269,15 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 	return ""
 }
 
-// rescheduledFrom: the binding has a scheduler's (not a failure's)
-// graceful eviction task for cluster.
-func rescheduledFrom(spec *workv1alpha1.ResourceBindingSpec, cluster string) bool {
-	return slices.ContainsFunc(spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool {
-		return t.FromCluster == cluster && t.Producer == workv1alpha1.EvictionProducerScheduler
-	})
+// rescheduledFrom returns the binding's scheduler's (not a failure's)
+// graceful eviction task for cluster, or nil.
+func rescheduledFrom(spec *workv1alpha1.ResourceBindingSpec, cluster string) *workv1alpha1.GracefulEvictionTask {
+	for i := range spec.GracefulEvictionTasks {
+		if t := &spec.GracefulEvictionTasks[i]; t.FromCluster == cluster && t.Producer == workv1alpha1.EvictionProducerScheduler {
+			return t
+		}
+	}
+	return nil
 }
 
 // untolerated returns the first NoSchedule or NoExecute taint no

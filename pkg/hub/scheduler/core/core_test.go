@@ -678,6 +678,26 @@ func TestScheduleKeepsWhatRuns(t *testing.T) {
 			want: targets("member2", 1, "member3", 1),
 		},
 		{
+			name: "divided: a placement changed back while the scheduler's task is open restores the old division",
+			in: Input{RestoreRemoved: true, Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: targets("member2", 4),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "member1", Reason: workv1alpha1.EvictionReasonRescheduled,
+					Producer: workv1alpha1.EvictionProducerScheduler, Replicas: ptr(int32(2))}},
+				Placement: &policyv1alpha1.Placement{ClusterAffinity: names("member1", "member2"),
+					ReplicaScheduling: weighted(map[string]int64{"member1": 1, "member2": 1})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member1", 2, "member2", 2),
+		},
+		{
+			name: "divided: on other triggers a removed cluster's open task moves nothing back",
+			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 4, Clusters: targets("member2", 4),
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "member1", Reason: workv1alpha1.EvictionReasonRescheduled,
+					Producer: workv1alpha1.EvictionProducerScheduler, Replicas: ptr(int32(2))}},
+				Placement: &policyv1alpha1.Placement{ClusterAffinity: names("member1", "member2"),
+					ReplicaScheduling: weighted(map[string]int64{"member1": 1, "member2": 1})}},
+				Clusters: clusters("member1", "member2")},
+			want: targets("member2", 4),
+		},
+		{
 			name: "a cluster with a failure's task stays out",
 			in: Input{Spec: &workv1alpha1.ResourceBindingSpec{Replicas: 2, Clusters: targets("member2", 2),
 				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{failureTask("member1")},
@@ -796,3 +816,5 @@ func TestScheduleMonotoneProperty(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

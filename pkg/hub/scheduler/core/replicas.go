@@ -216,9 +216,10 @@ func scaleDown(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, sel
 }
 
 // kept is what a cluster keeps in a scale-up: its current replicas if it
-// is in the current result.
+// is in the current result, or if the scheduler's own task for it is open
+// (its copy still runs them).
 func kept(c candidate) int32 {
-	if c.existing {
+	if c.existing || c.returning {
 		return c.current
 	}
 	return 0
