@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -51,6 +53,7 @@ func TestFaultSchedules(t *testing.T) {
 	}
 	// The hub's log goes to a file per failing seed, unless
 	// FLOTILLA_FAULT_HUBLOG asks for it on stderr.
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime
 	var hubLog *HubLog
 	if os.Getenv("FLOTILLA_FAULT_HUBLOG") == "" {
 		hubLog = CaptureKlog()

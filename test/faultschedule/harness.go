@@ -36,6 +36,10 @@ import (
 
 var everything = labels.Everything()
 
+// dnsTaint is the NoExecute taint the schedule's ClusterTaintPolicy puts on
+// a cluster whose in-cluster DNS fails.
+const dnsTaint = "example.com/dns-failure"
+
 // Namespace holds the schedule's templates and policies on the hub.
 const Namespace = "fleet"
 
@@ -238,8 +242,21 @@ func (h *Harness) setup(ctx context.Context) error {
 	if _, err := h.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// A failing in-cluster DNS evicts, through a ClusterTaintPolicy (the
+	// hub has no built-in reaction to it).
+	dns := &clusterv1alpha1.ClusterTaintPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dns-failure"},
+		Spec: clusterv1alpha1.ClusterTaintPolicySpec{
+			AddOnConditions: []clusterv1alpha1.MatchCondition{{ConditionType: clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady,
+				Operator: clusterv1alpha1.MatchConditionOpIn, StatusValues: []metav1.ConditionStatus{metav1.ConditionFalse}}},
+			RemoveOnConditions: []clusterv1alpha1.MatchCondition{{ConditionType: clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady,
+				Operator: clusterv1alpha1.MatchConditionOpIn, StatusValues: []metav1.ConditionStatus{metav1.ConditionTrue}}},
+			Taints: []clusterv1alpha1.Taint{{Key: dnsTaint, Effect: corev1.TaintEffectNoExecute}},
+		}}
+	if _, err := h.fc.ClusterV1alpha1().ClusterTaintPolicies().Create(ctx, dns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	for _, c := range h.sched.Clusters {
-		if err := h.addCluster(ctx, c.Name, c.Region, c.Pods); err != nil {
+		if err := h.addCluster(ctx, c.Name, c.Region, c.Pods, ModeAlive); err != nil {
 			return err
 		}
 	}
@@ -259,13 +276,14 @@ func (h *Harness) setup(ctx context.Context) error {
 	return nil
 }
 
-func (h *Harness) addCluster(ctx context.Context, name, region string, pods int64) error {
+func (h *Harness) addCluster(ctx context.Context, name, region string, pods int64, mode Mode) error {
 	c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"fleet": "sim"}},
 		Spec: clusterv1alpha1.ClusterSpec{Region: region}}
 	if _, err := h.fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	m := newMember(name, region, pods, h.fc, h.kube, h.works, h.sched.Seed+int64(len(h.members)))
+	m.mode = mode
 	h.members[name] = m
 	m.Start(ctx)
 	return nil
@@ -398,6 +416,10 @@ func (h *Harness) apply(ctx context.Context, i int, s Step) error {
 		setMode(ModeNotReady)
 	case StepRevive:
 		setMode(ModeAlive)
+	case StepDNSFault, StepDNSHeal:
+		for _, c := range s.Clusters {
+			h.member(c).Set(func(m *Member) { m.dnsFault = s.Kind == StepDNSFault })
+		}
 	case StepAppFault, StepAppHeal:
 		for _, c := range s.Clusters {
 			h.member(c).Set(func(m *Member) { m.appFault = s.Kind == StepAppFault })
@@ -405,7 +427,11 @@ func (h *Harness) apply(ctx context.Context, i int, s Step) error {
 	case StepCapacity:
 		h.member(s.Clusters[0]).Set(func(m *Member) { m.pods = int64(s.Value) })
 	case StepAddCluster:
-		return h.addCluster(ctx, s.Clusters[0], s.Region, 200)
+		mode := ModeAlive
+		if s.Value == 1 {
+			mode = ModeSilent
+		}
+		return h.addCluster(ctx, s.Clusters[0], s.Region, 200, mode)
 	case StepDelCluster:
 		m := h.member(s.Clusters[0])
 		m.Set(func(m *Member) { m.gone = true })
@@ -480,12 +506,16 @@ func retry(ctx context.Context, f func() error) error {
 }
 
 // healthy says whether a member runs and reports as it should.
-func healthy(st State) bool { return alive(st) && !st.AppFault }
+func healthy(st State) bool { return alive(st) && !st.AppFault && !st.DNSFault }
 
 // alive says whether a member reports Ready (its applications may be
 // unhealthy: without application failover, or when they are unhealthy
 // everywhere, the hub rightly leaves them where they are).
 func alive(st State) bool { return !st.Gone && st.Mode == ModeAlive }
+
+// usable says whether workloads may run on a member: Ready, and not
+// tainted NoExecute for its DNS.
+func usable(st State) bool { return alive(st) && !st.DNSFault }
 
 func key(binding, cluster string) string { return binding + "/" + cluster }
 
@@ -530,6 +560,10 @@ func (h *Harness) onBinding(rb *workv1alpha1.ResourceBinding) {
 	for c := range after {
 		if _, ok := before[c]; ok {
 			continue
+		}
+		if m := h.members[c]; m != nil && !m.Snapshot().Reported {
+			h.violateLocked("unknown is not infinite (issue 17 item 4): binding %s placed %d replicas on %s, whose agent never reported; placement %v",
+				name, after[c], c, after)
 		}
 		k := key(name, c)
 		if _, wasOut := h.left[k]; !wasOut {
@@ -683,6 +717,10 @@ func (h *Harness) liveness() []string {
 		case st.Mode != ModeAlive && isTrue:
 			problems = append(problems, fmt.Sprintf("cluster %s is %s but the hub has Ready=True", name, st.Mode))
 		case st.Mode == ModeAlive:
+			hasDNSTaint := slices.ContainsFunc(c.Spec.Taints, func(t corev1.Taint) bool { return t.Key == dnsTaint })
+			if hasDNSTaint != st.DNSFault {
+				problems = append(problems, fmt.Sprintf("cluster %s: DNS failing %v but the %s taint present %v", name, st.DNSFault, dnsTaint, hasDNSTaint))
+			}
 			for _, t := range c.Spec.Taints {
 				if t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable {
 					problems = append(problems, fmt.Sprintf("cluster %s is Ready but keeps taint %s:%s", name, t.Key, t.Effect))
@@ -722,7 +760,7 @@ func (h *Harness) liveness() []string {
 		if len(eligible) > 0 && !guarded {
 			runs := false
 			for _, st := range states {
-				if cp, ok := st.Running[workobjects.WorkName(Namespace, name)]; ok && alive(st) && cp.Replicas > 0 {
+				if cp, ok := st.Running[workobjects.WorkName(Namespace, name)]; ok && usable(st) && cp.Replicas > 0 {
 					runs = true
 				}
 			}
@@ -814,7 +852,7 @@ func (h *Harness) calmRegions(states map[string]State) map[string]bool {
 func (h *Harness) eligible(w WorkloadSpec, states map[string]State) []string {
 	var out []string
 	for name, st := range states {
-		if !alive(st) {
+		if !usable(st) {
 			continue
 		}
 		switch w.Variant {

@@ -60,14 +60,16 @@ type Member struct {
 	mu       sync.Mutex
 	mode     Mode
 	appFault bool
+	dnsFault bool
 	pods     int64
 	gone     bool            // the Cluster was deleted; the agent stopped
+	reported bool            // the agent has written the Cluster's status at least once
 	running  map[string]Copy // Work name → what runs
 	pending  map[string]time.Time
 	rng      *rand.Rand
 	stop     context.CancelFunc
 	done     chan struct{}
-	reported string // last status written, to write only on change
+	lastKey  string // last status written, to write only on change
 	lastPush time.Time
 }
 
@@ -80,8 +82,10 @@ func newMember(name, region string, pods int64, fc flotillaclient.Interface, kub
 type State struct {
 	Mode     Mode
 	AppFault bool
+	DNSFault bool
 	Pods     int64
 	Gone     bool
+	Reported bool
 	Running  map[string]Copy
 }
 
@@ -93,7 +97,7 @@ func (m *Member) Snapshot() State {
 	for k, v := range m.running {
 		run[k] = v
 	}
-	return State{Mode: m.mode, AppFault: m.appFault, Pods: m.pods, Gone: m.gone, Running: run}
+	return State{Mode: m.mode, AppFault: m.appFault, DNSFault: m.dnsFault, Pods: m.pods, Gone: m.gone, Reported: m.reported, Running: run}
 }
 
 // Set changes the member's behaviour.
@@ -101,7 +105,7 @@ func (m *Member) Set(f func(m *Member)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f(m)
-	m.reported = "" // report at once
+	m.lastKey = "" // report at once
 }
 
 // Start runs the agent loop until Stop.
@@ -163,9 +167,9 @@ func (m *Member) renewLease(ctx context.Context) {
 // every few seconds, as a real agent's status period would).
 func (m *Member) reportStatus(ctx context.Context, mode Mode) {
 	m.mu.Lock()
-	pods := m.pods
-	key := fmt.Sprintf("%v/%d", mode, pods)
-	fresh := key == m.reported && time.Since(m.lastPush) < 3*time.Second
+	pods, dns := m.pods, !m.dnsFault
+	key := fmt.Sprintf("%v/%d/%v", mode, pods, dns)
+	fresh := key == m.lastKey && time.Since(m.lastPush) < 3*time.Second
 	m.mu.Unlock()
 	if fresh {
 		return
@@ -179,6 +183,12 @@ func (m *Member) reportStatus(ctx context.Context, mode Mode) {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "ClusterNotReady", "simulated member apiserver is not ready"
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, ready)
+	resolution := metav1.Condition{Type: clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady, Status: metav1.ConditionTrue,
+		Reason: "ServiceDomainNameResolutionReady", Message: "simulated in-cluster DNS resolves"}
+	if !dns {
+		resolution.Status, resolution.Reason, resolution.Message = metav1.ConditionFalse, "ServiceDomainNameResolutionFailed", "simulated in-cluster DNS fails on every node"
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, resolution)
 	c.Status.KubernetesVersion = "v1.36.3"
 	c.Status.ResourceSummary = &clusterv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{
 		corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
@@ -189,7 +199,7 @@ func (m *Member) reportStatus(ctx context.Context, mode Mode) {
 		{GroupVersion: "v1", Resources: []clusterv1alpha1.APIResource{{Name: "configmaps", Kind: "ConfigMap"}}}}
 	if _, err := m.fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err == nil {
 		m.mu.Lock()
-		m.reported, m.lastPush = key, time.Now()
+		m.lastKey, m.lastPush, m.reported = key, time.Now(), true
 		m.mu.Unlock()
 	}
 }

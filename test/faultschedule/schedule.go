@@ -23,6 +23,8 @@ const (
 	StepOutage      StepKind = "Outage"      // every cluster goes silent (fleet-wide outage)
 	StepAppFault    StepKind = "AppFault"    // a cluster reports every workload Unhealthy
 	StepAppHeal     StepKind = "AppHeal"     // ... and Healthy again
+	StepDNSFault    StepKind = "DNSFault"    // a cluster reports ServiceDomainNameResolutionReady=False
+	StepDNSHeal     StepKind = "DNSHeal"     // ... and True again
 	StepCapacity    StepKind = "Capacity"    // a cluster's resourceSummary changes
 	StepAddCluster  StepKind = "AddCluster"  // a new cluster registers and reports Ready
 	StepDelCluster  StepKind = "DelCluster"  // a Cluster object is deleted
@@ -66,6 +68,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " variant=%s", Variant(s.Value))
 	case StepAddCluster:
 		fmt.Fprintf(&b, " region=%q", s.Region)
+		if s.Value == 1 {
+			b.WriteString(" (its agent never reports)")
+		}
 	}
 	if s.QuickMillis > 0 {
 		fmt.Fprintf(&b, " (next after %dms, unsettled)", s.QuickMillis)
@@ -136,7 +141,7 @@ func Generate(seed int64, nClusters, nWorkloads, nSteps int) Schedule {
 	}
 	s := Schedule{Seed: seed}
 	for i := range nClusters {
-		s.Clusters = append(s.Clusters, ClusterSpec{Name: fmt.Sprintf("m%d", i+1), Region: regions[i%len(regions)], Pods: 200})
+		s.Clusters = append(s.Clusters, ClusterSpec{Name: fmt.Sprintf("m%d", i+1), Region: regions[i%len(regions)], Pods: capacities[1+r.Intn(2)]})
 	}
 	g := &gen{r: r, next: nClusters + 1}
 	for _, c := range s.Clusters {
@@ -148,6 +153,7 @@ func Generate(seed int64, nClusters, nWorkloads, nSteps int) Schedule {
 	}
 	g.dead = map[string]bool{}
 	g.faulty = map[string]bool{}
+	g.dnsDown = map[string]bool{}
 	g.image = make([]int, nWorkloads)
 	for i := range g.image {
 		g.image[i] = 1
@@ -185,6 +191,7 @@ type gen struct {
 	regionOf   map[string]string
 	dead       map[string]bool // silent or not ready
 	faulty     map[string]bool
+	dnsDown    map[string]bool
 	image      []int
 	nWorkloads int
 	next       int
@@ -288,7 +295,15 @@ func (g *gen) step() []Step {
 		}
 		g.faulty[c[0]] = true
 		return []Step{{Kind: StepAppFault, Clusters: c, Workload: none}}
-	case k < 85:
+	case k < 81:
+		c := g.pick(1)
+		if g.dnsDown[c[0]] {
+			g.dnsDown[c[0]] = false
+			return []Step{{Kind: StepDNSHeal, Clusters: c, Workload: none}}
+		}
+		g.dnsDown[c[0]] = true
+		return []Step{{Kind: StepDNSFault, Clusters: c, Workload: none}}
+	case k < 86:
 		return []Step{{Kind: StepCapacity, Clusters: g.pick(1), Workload: none, Value: int(capacities[r.Intn(len(capacities))])}}
 	case k < 90 && len(g.clusters) < 8:
 		name := fmt.Sprintf("m%d", g.next)
@@ -296,12 +311,19 @@ func (g *gen) step() []Step {
 		region := regions[r.Intn(len(regions))]
 		g.clusters = append(g.clusters, name)
 		g.regionOf[name] = region
-		return []Step{{Kind: StepAddCluster, Clusters: []string{name}, Workload: none, Region: region}}
+		// One new cluster in three never reports until revived.
+		silent := 0
+		if r.Intn(3) == 0 {
+			silent = 1
+			g.dead[name] = true
+		}
+		return []Step{{Kind: StepAddCluster, Clusters: []string{name}, Workload: none, Region: region, Value: silent}}
 	case k < 95 && len(g.clusters) > 3:
 		c := g.pick(1)
 		g.clusters = slices.DeleteFunc(g.clusters, func(n string) bool { return n == c[0] })
 		delete(g.dead, c[0])
 		delete(g.faulty, c[0])
+		delete(g.dnsDown, c[0])
 		return []Step{{Kind: StepDelCluster, Clusters: c, Workload: none}}
 	default:
 		return []Step{{Kind: StepWaitHistory, Workload: none}}
