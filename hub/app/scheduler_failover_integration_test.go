@@ -361,3 +361,48 @@ func TestSchedulerPlacementChangeRemovesGracefully(t *testing.T) {
 	sfWaitTaskEndsAndWorkGone(t, ctx, fc, "member1")
 	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member2": 4})
 }
+
+// A placement change undone while the scheduler's task is open: member1 is
+// placed again with its old replicas, the task goes, and member1's Work was
+// never deleted (its copy never left). (Before: deleted at the first change.)
+func TestSchedulerPlacementChangeUndoneKeepsCopy(t *testing.T) {
+	ctx, fc := sfStartHub(t, 0, "member1", "member2")
+	strategy := &policyv1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+		WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
+			{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}, Weight: 1},
+			{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}}, Weight: 1}}}}
+	sfPropagate(t, ctx, fc, 4, policyv1alpha1.Placement{
+		ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}, ReplicaScheduling: strategy})
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 2, "member2": 2})
+	w1 := sfApplied(t, fc, "member1", 2)
+	sfApplied(t, fc, "member2", 2)
+
+	setNames := func(names ...string) {
+		waitUntil(t, fmt.Sprintf("policy placed on %v", names), func() (bool, error) {
+			p, err := fc.PolicyV1alpha1().PropagationPolicies("default").Get(ctx, "nginx", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			p.Spec.Placement.ClusterAffinity.ClusterNames = names
+			_, err = fc.PolicyV1alpha1().PropagationPolicies("default").Update(ctx, p, metav1.UpdateOptions{})
+			return err == nil, nil
+		})
+	}
+	setNames("member2")
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member2": 4})
+	if tasks := sfBindingOf(t, ctx, fc).Spec.GracefulEvictionTasks; len(tasks) != 1 || tasks[0].Reason != workv1alpha1.EvictionReasonRescheduled {
+		t.Fatalf("tasks after narrowing: %+v", tasks)
+	}
+	sfWorkKept(t, ctx, fc, "member1", w1.UID)
+
+	// Undone before member2's new copy reported.
+	setNames("member1", "member2")
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 2, "member2": 2})
+	waitUntil(t, "the scheduler's task dropped", func() (bool, error) {
+		return len(sfBindingOf(t, ctx, fc).Spec.GracefulEvictionTasks) == 0, nil
+	})
+	sfWorkKept(t, ctx, fc, "member1", w1.UID)
+	sfApplied(t, fc, "member2", 2)
+	sfWorkKept(t, ctx, fc, "member1", w1.UID)
+}
