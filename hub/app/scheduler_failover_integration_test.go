@@ -406,3 +406,36 @@ func TestSchedulerPlacementChangeUndoneKeepsCopy(t *testing.T) {
 	sfApplied(t, fc, "member2", 2)
 	sfWorkKept(t, ctx, fc, "member1", w1.UID)
 }
+
+// Unknown is not infinite: Aggregated fails over onto the cluster that
+// reports room, not onto a Ready cluster that never reported a resource
+// summary. (Before: its unknown capacity counted as infinite and it got
+// every replica.)
+func TestSchedulerAggregatedUnknownCapacityGetsNothing(t *testing.T) {
+	ctx, fc := sfStartHub(t, 0, "member1")
+	sfPropagate(t, ctx, fc, 3, policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated}})
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 3})
+	sfApplied(t, fc, "member1", 3)
+
+	// member2 is Ready but has reported no capacity; member3 has room for 5.
+	created, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member2"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "member2 Ready without a resource summary", func() (bool, error) {
+		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue,
+			Reason: "ClusterReady", Message: "set by the test", LastTransitionTime: metav1.Now()}}
+		_, err = fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	createReadyClusters(t, ctx, fc, "member3")
+	sfSetRoom(t, ctx, fc, "member3", 5)
+
+	sfTaint(t, ctx, fc, "member1", true)
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member3": 3})
+}
