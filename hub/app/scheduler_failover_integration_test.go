@@ -439,3 +439,28 @@ func TestSchedulerAggregatedUnknownCapacityGetsNothing(t *testing.T) {
 	sfTaint(t, ctx, fc, "member1", true)
 	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member3": 3})
 }
+
+// Eviction history is a preference, not a deadlock: Duplicated on exactly
+// 2 of [member1, member2, member3]. member1 is evicted and member3 takes
+// its place; member1 recovers; then member3 is evicted too. The only way
+// to keep 2 clusters is member1, evicted minutes ago: it is taken back.
+// (Before: Scheduled=False for the history TTL, running on member2 alone.)
+func TestSchedulerEvictionHistoryIsAPreference(t *testing.T) {
+	ctx, fc := sfStartHub(t, 0, "member1", "member2", "member3")
+	sfPropagate(t, ctx, fc, 2, policyv1alpha1.Placement{
+		SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 2}},
+		ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}})
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 2, "member2": 2})
+	sfApplied(t, fc, "member1", 2)
+	sfApplied(t, fc, "member2", 2)
+
+	sfTaint(t, ctx, fc, "member1", true)
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member2": 2, "member3": 2})
+	sfApplied(t, fc, "member3", 2)
+	sfApplied(t, fc, "member2", 2)
+	sfWaitTaskEndsAndWorkGone(t, ctx, fc, "member1")
+	sfTaint(t, ctx, fc, "member1", false)
+
+	sfTaint(t, ctx, fc, "member3", true)
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 2, "member2": 2})
+}
