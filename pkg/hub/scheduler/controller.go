@@ -374,11 +374,14 @@ func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.T
 		if i < 0 || clusters[i].DeletionTimestamp != nil {
 			continue
 		}
-		replicas := t.Replicas
+		var replicas *int32 // nil for kinds without replicas
+		if spec.Replicas > 0 {
+			replicas = &t.Replicas
+		}
 		out.GracefulEvictionTasks = append(out.GracefulEvictionTasks, workv1alpha1.GracefulEvictionTask{
 			FromCluster: t.Name,
 			PurgeMode:   policyv1alpha1.PurgeModeGracefully,
-			Replicas:    &replicas,
+			Replicas:    replicas,
 			Reason:      workv1alpha1.EvictionReasonRescheduled,
 			Producer:    workv1alpha1.EvictionProducerScheduler,
 			Message: fmt.Sprintf("the scheduler took the cluster out of the placement (%s); its copy stays until the new placement is healthy",
