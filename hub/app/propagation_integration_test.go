@@ -386,12 +386,21 @@ func TestOverrideChangingIdentityIsRefused(t *testing.T) {
 		_, err := fc.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, bad, metav1.CreateOptions{})
 		return err
 	})
-	// The rule is back, and the stored policy is still there.
+	// The rule is back (the apiserver takes the restored schema a moment
+	// after the CRD update), and the stored policy is still there.
 	again := bad.DeepCopy()
 	again.Name = "again"
-	if _, err := fc.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, again, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-		t.Fatalf("with the CRD rule restored, the same policy must be refused; got %v", err)
-	}
+	waitUntil(t, "the restored CRD rule refuses the same policy", func() (bool, error) {
+		_, err := fc.PolicyV1alpha1().ClusterOverridePolicies().Create(ctx, again, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsInvalid(err):
+			return true, nil
+		case err == nil: // still the relaxed schema: take it back and retry
+			return false, fc.PolicyV1alpha1().ClusterOverridePolicies().Delete(ctx, again.Name, metav1.DeleteOptions{})
+		default:
+			return false, err
+		}
+	})
 
 	// A template change reaches member1; member2's Work stays as it was.
 	waitUntil(t, "template data changed", func() (bool, error) {
