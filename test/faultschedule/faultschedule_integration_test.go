@@ -24,11 +24,11 @@ import (
 var (
 	seedFlag      = flag.Int64("seed", 0, "replay only this schedule seed (also FLOTILLA_FAULT_SEED)")
 	schedulesFlag = flag.Int("schedules", 0, "random schedules to run instead of the fixed CI seeds (also SOAK_SCHEDULES)")
-	stepsFlag     = flag.Int("steps", 0, "steps per schedule (default 10; also FLOTILLA_FAULT_STEPS)")
+	stepsFlag     = flag.Int("steps", 0, "steps per schedule (default 12; also FLOTILLA_FAULT_STEPS)")
 )
 
 // ciSeeds are the fixed schedules `make test` runs.
-var ciSeeds = []int64{1, 2}
+var ciSeeds = []int64{1, 2, 5}
 
 // TestFaultSchedules runs the real hub against a real apiserver with
 // simulated members through seeded random schedules of faults and changes
@@ -49,7 +49,7 @@ func TestFaultSchedules(t *testing.T) {
 	}
 	steps := int(envInt("FLOTILLA_FAULT_STEPS", int64(*stepsFlag)))
 	if steps == 0 {
-		steps = 10
+		steps = 12
 	}
 	// The hub's log goes to a file per failing seed, unless
 	// FLOTILLA_FAULT_HUBLOG asks for it on stderr.
