@@ -187,4 +187,11 @@ func TestSafetyChecksFire(t *testing.T) {
 	h.onWork(&workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "flotilla-es-m2", UID: "u1",
 		Annotations: map[string]string{workobjects.AnnotationCluster: "m2", workobjects.AnnotationBindingName: "w0-deployment"}}}, true)
 	expect(h, "no Work deleted without a graceful eviction task")
+
+	h = newHarness()
+	h.beginStep(1, Step{Kind: StepOutage, Clusters: []string{"m1", "m2", "m3"}, Workload: -1}, false)
+	h.outageStart = time.Now().Add(-time.Minute)
+	h.onWork(&workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "flotilla-es-m2", UID: "u2", DeletionTimestamp: &metav1.Time{Time: time.Now()},
+		Annotations: map[string]string{workobjects.AnnotationCluster: "m2", workobjects.AnnotationBindingName: "w0-deployment"}}}, false)
+	expect(h, "a fleet-wide outage deletes no Work")
 }

@@ -115,6 +115,7 @@ type Harness struct {
 	touched     map[string]bool // clusters the current step involves
 	touchedW    map[int]bool    // workloads the current step changes
 	outage      bool
+	outageStart time.Time
 	deadBefore  map[string]bool // clusters already down when the outage began
 	lastBinding map[string]*workv1alpha1.ResourceBinding
 	taskSeen    map[string][]time.Time // binding/cluster → when a task from it was seen
@@ -384,7 +385,7 @@ func (h *Harness) beginStep(i int, s Step, carry bool) {
 	}
 	switch s.Kind {
 	case StepOutage:
-		h.outage = true
+		h.outage, h.outageStart = true, time.Now()
 		h.deadBefore = map[string]bool{}
 		for name, m := range h.members {
 			if st := m.Snapshot(); st.Mode != ModeAlive {
@@ -589,6 +590,11 @@ func (h *Harness) onWork(w *workv1alpha1.Work, deleted bool) {
 		return
 	}
 	h.recorded[w.UID] = true
+	cluster := w.Annotations[workobjects.AnnotationCluster]
+	if h.outage && !h.deadBefore[cluster] && w.DeletionTimestamp != nil && w.DeletionTimestamp.After(h.outageStart.Add(time.Second)) {
+		h.violateLocked("invariant 4 (a fleet-wide outage deletes no Work): Work %s/%s for %s was deleted during the outage; binding: %s",
+			w.Namespace, w.Name, cluster, describeBinding(h.lastBinding[w.Annotations[workobjects.AnnotationBindingName]]))
+	}
 	h.deletions = append(h.deletions, workDeletion{at: time.Now(), step: h.step, cluster: w.Annotations[workobjects.AnnotationCluster],
 		binding: w.Annotations[workobjects.AnnotationBindingName], work: w.Namespace + "/" + w.Name})
 }
