@@ -169,6 +169,7 @@ func TestSafetyChecksFire(t *testing.T) {
 	h = newHarness()
 	h.onBinding(rb(nil, "m1", "m2"))
 	h.beginStep(1, Step{Kind: StepOutage, Clusters: []string{"m1", "m2", "m3"}, Workload: -1}, false)
+	h.outageStart = time.Now().Add(-time.Minute) // the hub has noticed
 	h.onBinding(rb([]string{"m1"}, "m1", "m2"))
 	expect(h, "invariant 4")
 
