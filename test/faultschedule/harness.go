@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -46,7 +47,7 @@ const Namespace = "fleet"
 // Timers of the hub under test: short, so that a schedule runs in tens of
 // seconds, and in the same proportions as the defaults.
 const (
-	leaseGrace         = 2 * time.Second
+	leaseGrace         = 3 * time.Second
 	evictionHistoryTTL = 8 * time.Second
 	appToleration      = 2
 	// guardThreshold is the hub's --unhealthy-cluster-threshold; the
@@ -63,7 +64,7 @@ func HubOptions(kubeconfig string) *app.Options {
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.ClusterMonitorPeriod = 500 * time.Millisecond
 	o.ClusterMonitorGracePeriod = leaseGrace
-	o.ClusterStartupGracePeriod = 3 * time.Second
+	o.ClusterStartupGracePeriod = 4 * time.Second
 	o.FailoverEvictionTimeout = time.Second
 	o.DefaultNotReadyTolerationSeconds = 1
 	o.DefaultUnreachableTolerationSeconds = 1
@@ -73,6 +74,12 @@ func HubOptions(kubeconfig string) *app.Options {
 	o.SecondaryEvictionRate = 1
 	o.UnhealthyClusterThreshold = guardThreshold
 	return o
+}
+
+func fastConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 1000, 2000
+	return c
 }
 
 // Config sizes a run.
@@ -92,11 +99,12 @@ type Result struct {
 
 // Harness runs one schedule.
 type Harness struct {
-	cfg   Config
-	sched Schedule
-	fc    flotillaclient.Interface
-	kube  kubernetes.Interface
-	opts  *app.Options
+	cfg        Config
+	sched      Schedule
+	fc         flotillaclient.Interface
+	kube       kubernetes.Interface
+	restConfig *rest.Config
+	opts       *app.Options
 
 	hubCancel context.CancelFunc
 	hubDone   chan error
@@ -140,10 +148,14 @@ func Run(t testing.TB, sched Schedule, cfg Config) Result {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := &Harness{cfg: cfg, sched: sched, fc: flotillaclient.NewForConfigOrDie(env.Config), kube: env.Kube,
+	// Clients of their own with room to spare: a client-side rate limit
+	// shared by the members would delay Lease renewals and make the hub
+	// see a healthy member as silent.
+	h := &Harness{cfg: cfg, sched: sched, restConfig: fastConfig(env.Config),
 		members: map[string]*Member{}, touched: map[string]bool{}, touchedW: map[int]bool{},
 		lastBinding: map[string]*workv1alpha1.ResourceBinding{}, taskSeen: map[string][]time.Time{},
 		left: map[string]int{}, reentries: map[string]int{}, recorded: map[types.UID]bool{}, step: -1}
+	h.fc, h.kube = flotillaclient.NewForConfigOrDie(h.restConfig), kubernetes.NewForConfigOrDie(h.restConfig)
 	h.opts = HubOptions(env.KubeconfigFor(t, env.Config))
 	// Odd seeds run the hub leader-elected (short Lease, released on
 	// stop), so a restart also goes through a leadership change.
@@ -292,7 +304,7 @@ func (h *Harness) addCluster(ctx context.Context, name, region string, pods int6
 	if _, err := h.fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	m := newMember(name, region, pods, h.fc, h.kube, h.works, h.sched.Seed+int64(len(h.members)))
+	m := newMember(name, region, pods, flotillaclient.NewForConfigOrDie(h.restConfig), kubernetes.NewForConfigOrDie(h.restConfig), h.works, h.sched.Seed+int64(len(h.members)))
 	m.mode = mode
 	h.members[name] = m
 	m.Start(ctx)

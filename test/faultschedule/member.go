@@ -71,6 +71,9 @@ type Member struct {
 	done     chan struct{}
 	lastKey  string // last status written, to write only on change
 	lastPush time.Time
+	// lastRenew is when the Lease was last renewed (the loop's goroutine
+	// only).
+	lastRenew time.Time
 }
 
 func newMember(name, region string, pods int64, fc flotillaclient.Interface, kube kubernetes.Interface, works worklisters.WorkLister, seed int64) *Member {
@@ -142,7 +145,9 @@ func (m *Member) once(ctx context.Context) {
 	if gone || mode == ModeSilent {
 		return
 	}
-	m.renewLease(ctx)
+	if time.Since(m.lastRenew) > 400*time.Millisecond {
+		m.renewLease(ctx)
+	}
 	m.reportStatus(ctx, mode)
 	if mode == ModeAlive {
 		m.syncWorks(ctx)
@@ -160,7 +165,9 @@ func (m *Member) renewLease(ctx context.Context) {
 	l.Spec.RenewTime = &now
 	l.Spec.HolderIdentity = ptr.To("sim-" + m.Name)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(2))
-	_, _ = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+		m.lastRenew = time.Now()
+	}
 }
 
 // reportStatus writes Ready and the resource summary when they change (and
