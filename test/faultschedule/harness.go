@@ -175,6 +175,9 @@ func Run(t testing.TB, sched Schedule, cfg Config) Result {
 		AddFunc:    func(obj any) { h.onBinding(obj.(*workv1alpha1.ResourceBinding)) },
 		UpdateFunc: func(_, obj any) { h.onBinding(obj.(*workv1alpha1.ResourceBinding)) },
 	})
+	_, _ = factory.Cluster().V1alpha1().Clusters().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { h.onCluster(obj.(*clusterv1alpha1.Cluster)) },
+	})
 	_, _ = factory.Work().V1alpha1().Works().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { h.onWork(obj.(*workv1alpha1.Work), false) },
 		DeleteFunc: func(obj any) {
@@ -306,7 +309,9 @@ func (h *Harness) addCluster(ctx context.Context, name, region string, pods int6
 	}
 	m := newMember(name, region, pods, flotillaclient.NewForConfigOrDie(h.restConfig), kubernetes.NewForConfigOrDie(h.restConfig), h.works, h.sched.Seed+int64(len(h.members)))
 	m.mode = mode
+	h.mu.Lock() // the watch handlers read members
 	h.members[name] = m
+	h.mu.Unlock()
 	m.Start(ctx)
 	return nil
 }
@@ -605,6 +610,28 @@ func (h *Harness) onBinding(rb *workv1alpha1.ResourceBinding) {
 // Unhealthy report) is not caused by the outage.
 func (h *Harness) outageNoticed() time.Time {
 	return h.outageStart.Add(leaseGrace + time.Second)
+}
+
+// onCluster notices when the hub sees a member that renews and reports as
+// not Ready: on this shared, slow machine a starved process can miss the
+// short Lease grace. What the hub then does to that cluster is a reaction
+// to a fault, so the step counts as involving it (and the log says so).
+func (h *Harness) onCluster(c *clusterv1alpha1.Cluster) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.members[c.Name]
+	if m == nil {
+		return
+	}
+	st := m.Snapshot()
+	if !alive(st) || !st.Reported || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
+		return
+	}
+	if !h.touched[c.Name] {
+		h.touched[c.Name] = true
+		h.cfg.Log("note: the hub sees alive member %s as not Ready (%s); step %d treats it as involved", c.Name,
+			condStatus(meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)), h.step)
+	}
 }
 
 // onWork records Work deletions; they are judged once the step settles
