@@ -2,6 +2,7 @@ package dnstraffic
 
 import (
 	"context"
+	"maps"
 	"net"
 	"testing"
 	"time"
@@ -176,6 +177,23 @@ func counterValues(t *testing.T, vec *prometheus.CounterVec) map[string]float64 
 		out[d.GetLabel()[0].GetValue()] = d.GetCounter().GetValue()
 	}
 	return out
+}
+
+// settledCounterValues is counterValues once two reads 200 ms apart agree
+// (within 10 s).
+func settledCounterValues(t *testing.T, vec *prometheus.CounterVec) map[string]float64 {
+	t.Helper()
+	prev := counterValues(t, vec)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		cur := counterValues(t, vec)
+		if maps.Equal(prev, cur) {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatalf("DNS query counters did not settle: %v", prev)
+	return nil
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
