@@ -129,7 +129,15 @@ func clusterChangeMatters(o, n *clusterv1alpha1.Cluster) bool {
 	return !apiequality.Semantic.DeepEqual(o.Labels, n.Labels) || !apiequality.Semantic.DeepEqual(o.Spec, n.Spec) ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(o.Status.APIEnablements, n.Status.APIEnablements) ||
-		!apiequality.Semantic.DeepEqual(o.Status.ResourceSummary, n.Status.ResourceSummary)
+		!apiequality.Semantic.DeepEqual(o.Status.ResourceSummary, n.Status.ResourceSummary) ||
+		readyStatus(o) != readyStatus(n) // the filter reads Ready until the taint lands
+}
+
+func readyStatus(c *clusterv1alpha1.Cluster) metav1.ConditionStatus {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); cond != nil {
+		return cond.Status
+	}
+	return ""
 }
 
 func (c *Controller) enqueueAll() {

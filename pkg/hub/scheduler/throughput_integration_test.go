@@ -57,7 +57,15 @@ func TestSchedulerThroughputReport(t *testing.T) {
 	for i := range clusters {
 		c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("member%03d", i)},
 			Spec: clusterv1alpha1.ClusterSpec{Region: fmt.Sprintf("region-%d", i%regions)}}
-		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		created, err := fc.ClusterV1alpha1().Clusters().Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As a reporting agent leaves it: the scheduler gives nothing to a
+		// cluster that never reported Ready.
+		created.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue,
+			Reason: "ClusterReady", Message: "set by the test", LastTransitionTime: metav1.Now()}}
+		if _, err := fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
@@ -243,7 +245,7 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 	// workloads off NoExecute clusters is the taint manager's job, with
 	// its tolerations and rate limits.
 	if _, scheduled := current[c.Name]; !scheduled {
-		if taint := untolerated(placement.ClusterTolerations, c.Spec.Taints); taint != nil {
+		if taint := untolerated(placement.ClusterTolerations, EffectiveTaints(c)); taint != nil {
 			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
 		}
 	}
@@ -278,6 +280,29 @@ func rescheduledFrom(spec *workv1alpha1.ResourceBindingSpec, cluster string) *wo
 		}
 	}
 	return nil
+}
+
+// EffectiveTaints are the cluster's taints plus the not-ready or
+// unreachable NoSchedule taint its Ready condition implies, when the
+// cluster-taint controller has not written it yet: a cluster registered a
+// moment ago (no Ready condition) or one whose Ready just left True must not
+// take new replicas in the milliseconds before its taint lands.
+func EffectiveTaints(c *clusterv1alpha1.Cluster) []corev1.Taint {
+	key := ""
+	switch ready := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); {
+	case ready == nil || ready.Status == metav1.ConditionFalse:
+		key = clusterv1alpha1.TaintClusterNotReady
+	case ready.Status == metav1.ConditionUnknown:
+		key = clusterv1alpha1.TaintClusterUnreachable
+	default:
+		return c.Spec.Taints
+	}
+	if slices.ContainsFunc(c.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		return c.Spec.Taints
+	}
+	return append(slices.Clone(c.Spec.Taints), corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
 }
 
 // untolerated returns the first NoSchedule or NoExecute taint no

@@ -37,10 +37,22 @@ var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 func cluster(name string, mods ...func(*clusterv1alpha1.Cluster)) *clusterv1alpha1.Cluster {
 	c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	c.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue}}
 	for _, m := range mods {
 		m(c)
 	}
 	return c
+}
+
+// readyIs sets the Ready condition's status; "" removes the condition (a
+// cluster whose agent never reported).
+func readyIs(status metav1.ConditionStatus) func(*clusterv1alpha1.Cluster) {
+	return func(c *clusterv1alpha1.Cluster) {
+		c.Status.Conditions = nil
+		if status != "" {
+			c.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: status}}
+		}
+	}
 }
 
 func tainted(key string, effect corev1.TaintEffect) func(*clusterv1alpha1.Cluster) {
@@ -171,6 +183,23 @@ func TestSchedule(t *testing.T) {
 				cluster("member2", tainted(clusterv1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute)), cluster("member3")},
 			wantErr: "0/3 clusters are available: 1 cluster(s) did not match the placement cluster affinity constraint, " +
 				"1 cluster(s) had untolerated taint {cluster.flotilla.io/not-ready: }, 1 cluster(s) had untolerated taint {cluster.flotilla.io/unreachable: }.",
+		},
+		{
+			// The not-ready taint lands a moment after the cluster is
+			// registered or its Ready leaves True; until then the scheduler
+			// reads the condition itself.
+			name: "a cluster that never reported, or whose Ready just left True, gets nothing before its taint lands",
+			spec: workv1alpha1.ResourceBindingSpec{Replicas: 2, Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated}},
+			clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", readyIs("")),
+				cluster("member3", readyIs(metav1.ConditionUnknown)), cluster("member4", readyIs(metav1.ConditionFalse))},
+			want: targets("member1", 2),
+		},
+		{
+			name: "a placement that tolerates not-ready may use a cluster whose taint has not landed",
+			spec: workv1alpha1.ResourceBindingSpec{Replicas: 2, Placement: &policyv1alpha1.Placement{ReplicaScheduling: duplicated,
+				ClusterTolerations: []corev1.Toleration{{Key: clusterv1alpha1.TaintClusterNotReady, Operator: corev1.TolerationOpExists}}}},
+			clusters: []*clusterv1alpha1.Cluster{cluster("member1"), cluster("member2", readyIs(metav1.ConditionFalse)), cluster("member3", readyIs(metav1.ConditionUnknown))},
+			want:     targets("member1", 2, "member2", 2),
 		},
 		{
 			name: "a toleration admits a tainted cluster",
