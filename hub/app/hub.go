@@ -89,8 +89,11 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:             40,
-		KubeAPIBurst:           60,
+		// A failover is a burst of writes (a dead cluster's workloads move
+		// together): at 40/s a controller client needed ~80 s to move
+		// 1,000 workloads (docs/benchmarks.md). The agent uses the same.
+		KubeAPIQPS:             100,
+		KubeAPIBurst:           200,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":10357",
 		LeaderElection:         cmdutil.DefaultLeaderElection("flotilla-system", "flotilla-hub"),
@@ -136,7 +139,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Clusters per second (per region) admitted for eviction while the fleet guard sees a partial disruption in the region.")
 	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
-	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel.")
+	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover and graceful eviction controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
 	fs.Int64Var(&o.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", o.DefaultNotReadyTolerationSeconds,
@@ -313,7 +316,11 @@ func Run(ctx context.Context, opts *Options) error {
 			// overlap the two API writes each schedule makes.
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
-			{taintManager.Run, 1}, {appFailover.Run, 1}, {evictionCtl.Run, 2},
+			// Evictions are binding updates, one per binding; a dead
+			// cluster's workloads are admitted together and must not
+			// queue behind one worker.
+			{taintManager.Run, opts.ConcurrentResourceBindingSyncs}, {appFailover.Run, opts.ConcurrentResourceBindingSyncs},
+			{evictionCtl.Run, opts.ConcurrentResourceBindingSyncs},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		} {
 			wg.Add(1)
