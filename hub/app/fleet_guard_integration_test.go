@@ -483,3 +483,38 @@ func TestDirectlyWithoutAHealthyCopyElsewhereIsGraceful(t *testing.T) {
 		t.Errorf("member3's Work, the last copy, must stay: %v", err)
 	}
 }
+
+// The guard is judged again before a NoExecute taint is added, not only
+// every --cluster-monitor-period: with a period of an hour (the verdict
+// from the start, "Normal", would stand), the second of three clusters to
+// go silent is a small fleet's partial disruption and gets no NoExecute
+// taint. Before the fix it got one on the stale verdict (the benchmark of
+// a fleet-wide outage caught the last clusters tainted this way between
+// two periodic evaluations).
+func TestFleetGuardJudgesTheFleetBeforeANoExecuteTaint(t *testing.T) {
+	ctx, fc, _ := fgStartHub(t, func(o *app.Options) { o.ClusterMonitorPeriod = time.Hour })
+	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
+	hasTaint := func(name string, effect corev1.TaintEffect) func() (bool, error) {
+		return func() (bool, error) {
+			c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(c.Spec.Taints, func(t corev1.Taint) bool {
+				return t.Key == clusterv1alpha1.TaintClusterUnreachable && t.Effect == effect
+			}), nil
+		}
+	}
+	// One of three silent: the fleet is Normal, the NoExecute taint comes.
+	fgSetReady(t, ctx, fc, "member1", metav1.ConditionUnknown)
+	waitUntil(t, "member1 tainted unreachable:NoExecute", hasTaint("member1", corev1.TaintEffectNoExecute))
+
+	fgSetReady(t, ctx, fc, "member2", metav1.ConditionUnknown)
+	waitUntil(t, "member2 tainted unreachable:NoSchedule", hasTaint("member2", corev1.TaintEffectNoSchedule))
+	// Hold well past the 1 s eviction timeout.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if tainted, err := hasTaint("member2", corev1.TaintEffectNoExecute)(); err != nil || tainted {
+			t.Fatalf("member2 got a NoExecute taint in a small fleet's partial disruption (err %v)", err)
+		}
+	}
+}

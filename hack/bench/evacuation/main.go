@@ -54,6 +54,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -137,7 +138,9 @@ type bench struct {
 	replaced  map[string]time.Time // binding → Work Applied+Healthy on another cluster
 	// Phase 2 counters.
 	outage       bool
-	workDeletes  int
+	outageAt     time.Time          // when the outage began (server time is compared to it)
+	workDeletes  int                // Works the hub began deleting during the outage
+	deleting     map[types.UID]bool // each counted once
 	noExecuteNew int
 
 	workQueue workqueue.TypedRateLimitingInterface[string]
@@ -301,10 +304,15 @@ func (b *bench) startInformers(ctx context.Context) error {
 		DeleteFunc: func(obj any) {
 			if w, ok := obj.(*workv1alpha1.Work); ok {
 				if _, ours := clusterOf(w.Namespace); ours {
+					// A Work deleted without a finalizer has no
+					// deletionTimestamp in its last state: count it by now.
 					b.mu.Lock()
-					if b.outage {
-						b.workDeletes++
+					if w.DeletionTimestamp == nil {
+						now := metav1.Now()
+						w = w.DeepCopy()
+						w.DeletionTimestamp = &now
 					}
+					b.countOutageDeletion(w)
 					b.mu.Unlock()
 				}
 			}
@@ -393,12 +401,29 @@ func done(w *workv1alpha1.Work) bool {
 	return true
 }
 
+// countOutageDeletion counts w if the hub began deleting it during the
+// outage: a deletion issued before (a phase-1 task ending) whose finalizer
+// is released later is not the outage's doing. Each Work counts once.
+// Call with b.mu held.
+func (b *bench) countOutageDeletion(w *workv1alpha1.Work) {
+	if !b.outage || w.DeletionTimestamp == nil || b.deleting[w.UID] {
+		return
+	}
+	// deletionTimestamp has second precision: allow the second it began.
+	if w.DeletionTimestamp.Time.Before(b.outageAt.Truncate(time.Second)) {
+		return
+	}
+	if b.deleting == nil {
+		b.deleting = map[types.UID]bool{}
+	}
+	b.deleting[w.UID] = true
+	b.workDeletes++
+}
+
 func (b *bench) observeWork(cluster string, w *workv1alpha1.Work) {
 	if w.DeletionTimestamp != nil {
 		b.mu.Lock()
-		if b.outage {
-			b.workDeletes++
-		}
+		b.countOutageDeletion(w)
 		b.mu.Unlock()
 		return
 	}
@@ -726,10 +751,10 @@ func (b *bench) fleetOutage(ctx context.Context, env *framework.Environment) err
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.outage = true
-	b.mu.Unlock()
 	stopped := time.Now()
+	b.mu.Lock()
+	b.outage, b.outageAt = true, stopped
+	b.mu.Unlock()
 	for _, name := range b.names {
 		b.alive[name].Store(false)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +62,10 @@ type Controller struct {
 	policies clusterlisters.ClusterTaintPolicyLister
 	synced   []cache.InformerSynced
 	guard    *FleetGuard
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// guardMu serializes updateGuard (the periodic loop and the workers),
+	// so its metrics and change events are not interleaved.
+	guardMu sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController returns a Controller fed by Cluster and ClusterTaintPolicy informers.
@@ -114,6 +118,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // updateGuard recomputes the fleet guard; a change of mode re-evaluates
 // every cluster (NoExecute taints wait while the whole fleet looks down).
 func (c *Controller) updateGuard(ctx context.Context) {
+	c.guardMu.Lock()
+	defer c.guardMu.Unlock()
 	list, err := c.clusters.List(labels.Everything())
 	if err != nil {
 		return
@@ -171,9 +177,16 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	// The guard vetoes new NoExecute taints before its first evaluation,
 	// in a fleet-wide outage, and where the cluster's region may evict
 	// nothing (a small region in a partial disruption).
+	ready := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+	if ready != nil && ready.Status != metav1.ConditionTrue {
+		// Judge the fleet as the cache shows it now: a NoExecute taint
+		// must not ride on a verdict up to GuardPeriod old (the last
+		// clusters of a fleet-wide outage go Unknown between two
+		// periodic evaluations). Cheap: a list from the informer cache.
+		c.updateGuard(ctx)
+	}
 	noExecuteOK := c.guard.AllowsNoExecuteIn(cluster.Spec.Region)
 
-	ready := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
 	taints, due := builtinTaints(taints, ready, now, c.opts.FailoverEvictionTimeout, noExecuteOK)
 	if !due.IsZero() {
 		c.queue.AddAfter(name, due.Sub(now)+10*time.Millisecond)
