@@ -138,7 +138,7 @@ type bench struct {
 	replaced  map[string]time.Time // binding → Work Applied+Healthy on another cluster
 	// Phase 2 counters.
 	outage       bool
-	outageAt     time.Time          // when the outage began (server time is compared to it)
+	outageAt     time.Time          // from when the hub could see the outage (every cluster not Ready)
 	workDeletes  int                // Works the hub began deleting during the outage
 	deleting     map[types.UID]bool // each counted once
 	noExecuteNew int
@@ -785,6 +785,13 @@ func (b *bench) fleetOutage(ctx context.Context, env *framework.Environment) err
 	}); err != nil {
 		return fmt.Errorf("not every cluster went Unknown: %w", err)
 	}
+	// The outage is the hub's to honour from when it can see it: until the
+	// Leases expire, the clusters are Ready as far as it knows, and a
+	// graceful task whose replacement reported Healthy may end (deleting
+	// the old copy). Count from here.
+	b.mu.Lock()
+	b.outageAt, b.workDeletes, b.noExecuteNew, b.deleting = allUnknown, 0, 0, nil
+	b.mu.Unlock()
 	b.log("all %d clusters not Ready %s after the stop; watching for %s", len(others.Items), allUnknown.Sub(stopped).Round(time.Second), o.outageWindow)
 	time.Sleep(o.outageWindow)
 	after, err := scrape(o.hubMetrics)
