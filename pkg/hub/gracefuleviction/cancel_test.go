@@ -184,3 +184,40 @@ func TestCancelTask(t *testing.T) {
 		t.Errorf("cancelTask:\n got %+v\nwant %+v", spec, want)
 	}
 }
+
+// Two tasks of a Divided binding cancelled in one pass: each is judged
+// against the spec as the first cancel left it, so together they restore
+// at most spec.replicas (the fault-schedule suite's seed 508576395961 had
+// both restore all 4, running 8).
+func TestCancelTwoTasksInOnePassRestoresAtMostTheReplicas(t *testing.T) {
+	const gen = 2
+	four := int32(4)
+	created := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	b := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Generation: gen},
+		Spec: workv1alpha1.ResourceBindingSpec{Replicas: 4, Placement: &policyv1alpha1.Placement{
+			ClusterAffinity:   &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"m1", "m2"}},
+			ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided}},
+			GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{
+				{FromCluster: "m1", Replicas: &four, CreationTimestamp: &created},
+				{FromCluster: "m2", Replicas: &four, CreationTimestamp: &created}}},
+		Status: workv1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: gen,
+			Conditions: []metav1.Condition{{Type: workv1alpha1.BindingConditionScheduled, Status: metav1.ConditionFalse}}}}
+	ready := func(name string) *clusterv1alpha1.Cluster {
+		return &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: clusterv1alpha1.ClusterStatus{Conditions: []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue}}}}
+	}
+	updated := b.DeepCopy()
+	for i := range b.Spec.GracefulEvictionTasks {
+		task := &b.Spec.GracefulEvictionTasks[i]
+		if cn := Cancellable(task, updated, ready(task.FromCluster), true); cn.Cancel {
+			cancelTask(&updated.Spec, *task, cn.Replicas)
+		}
+	}
+	var sum int32
+	for _, tc := range updated.Spec.Clusters {
+		sum += tc.Replicas
+	}
+	if sum != 4 || len(updated.Spec.Clusters) != 1 || updated.Spec.Clusters[0].Name != "m1" {
+		t.Fatalf("placement after both cancels %v, want m1(4) only", updated.Spec.Clusters)
+	}
+}
