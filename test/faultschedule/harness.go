@@ -846,7 +846,10 @@ func (h *Harness) liveness() []string {
 			obj := &unstructured.Unstructured{}
 			_ = obj.UnmarshalJSON(work.Spec.Workload.Manifests[0].Raw)
 			wantReplicas := int64(w.Replicas)
-			if divided(w.Variant) {
+			// A placement that cannot be met (e.g. pinned to a dead
+			// cluster) keeps the previous result, Divided shares
+			// included: the Works follow the binding, not the variant.
+			if divided(w.Variant) || !scheduledNow(rb) {
 				wantReplicas = int64(tc.Replicas)
 			}
 			if got := imageOf(obj); got != want || replicasOf(obj) != wantReplicas || work.DeletionTimestamp != nil {
@@ -931,4 +934,10 @@ func (h *Harness) eligible(w WorkloadSpec, states map[string]State) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// scheduledNow: the scheduler placed the binding's current generation.
+func scheduledNow(rb *workv1alpha1.ResourceBinding) bool {
+	c := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled)
+	return c != nil && c.Status == metav1.ConditionTrue && rb.Status.SchedulerObservedGeneration == rb.Generation
 }
