@@ -21,14 +21,13 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
 )
 
 // EventEvictionCancelled is recorded on the binding and its template when
@@ -146,7 +145,7 @@ func unfit(placement *policyv1alpha1.Placement, cluster *clusterv1alpha1.Cluster
 	if placement == nil {
 		return ""
 	}
-	if t := untolerated(placement.ClusterTolerations, cluster.Spec.Taints); t != nil {
+	if t := core.Untolerated(placement.ClusterTolerations, cluster.Spec.Taints); t != nil {
 		return fmt.Sprintf("the cluster has the untolerated taint {%s: %s}", t.Key, t.Effect)
 	}
 	if len(placement.ClusterAffinities) > 0 {
@@ -159,23 +158,6 @@ func unfit(placement *policyv1alpha1.Placement, cluster *clusterv1alpha1.Cluster
 		return "the cluster affinity no longer matches the cluster"
 	}
 	return ""
-}
-
-// untolerated is the scheduler's filter: the first NoSchedule or NoExecute
-// taint no toleration tolerates.
-func untolerated(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool {
-			return tol.ToleratesTaint(klog.Background(), t, false)
-		}) {
-			return t
-		}
-	}
-	return nil
 }
 
 // cancelTask undoes task in spec: the task goes, with the history entries

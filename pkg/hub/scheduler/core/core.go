@@ -245,7 +245,7 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 	// workloads off NoExecute clusters is the taint manager's job, with
 	// its tolerations and rate limits.
 	if _, scheduled := current[c.Name]; !scheduled {
-		if taint := untolerated(placement.ClusterTolerations, EffectiveTaints(c)); taint != nil {
+		if taint := Untolerated(placement.ClusterTolerations, EffectiveTaints(c)); taint != nil {
 			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
 		}
 	}
@@ -305,9 +305,9 @@ func EffectiveTaints(c *clusterv1alpha1.Cluster) []corev1.Taint {
 	return append(slices.Clone(c.Spec.Taints), corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
 }
 
-// untolerated returns the first NoSchedule or NoExecute taint no
+// Untolerated returns the first NoSchedule or NoExecute taint no
 // toleration tolerates.
-func untolerated(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
+func Untolerated(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
 	for i := range taints {
 		t := &taints[i]
 		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
