@@ -190,8 +190,8 @@ func TestValidation(t *testing.T) {
 	t.Run("printer columns", func(t *testing.T) {
 		for _, c := range []struct{ path, columns string }{
 			{"/apis/cluster.flotilla.io/v1alpha1/clusters", "Name READY DNS TAINTS MODE VERSION REMEDY AGE"},
-			{"/apis/work.flotilla.io/v1alpha1/namespaces/default/resourcebindings", "Name SCHEDULED FULLYAPPLIED AGE"},
-			{"/apis/work.flotilla.io/v1alpha1/clusterresourcebindings", "Name SCHEDULED FULLYAPPLIED AGE"},
+			{"/apis/work.flotilla.io/v1alpha1/namespaces/default/resourcebindings", "Name SCHEDULED FULLYAPPLIED LAST-FAILOVER FROM TO AT AGE"},
+			{"/apis/work.flotilla.io/v1alpha1/clusterresourcebindings", "Name SCHEDULED FULLYAPPLIED LAST-FAILOVER FROM TO AT AGE"},
 			{"/apis/work.flotilla.io/v1alpha1/namespaces/flotilla-es-member1/works", "Name APPLIED AVAILABLE AGE"},
 		} {
 			table := &metav1.Table{}

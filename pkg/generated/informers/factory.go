@@ -25,6 +25,7 @@ import (
 	time "time"
 
 	versioned "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	apps "github.com/flotilla-io/flotilla/pkg/generated/informers/apps"
 	cluster "github.com/flotilla-io/flotilla/pkg/generated/informers/cluster"
 	internalinterfaces "github.com/flotilla-io/flotilla/pkg/generated/informers/internalinterfaces"
 	networking "github.com/flotilla-io/flotilla/pkg/generated/informers/networking"
@@ -329,11 +330,16 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Apps() apps.Interface
 	Cluster() cluster.Interface
 	Networking() networking.Interface
 	Policy() policy.Interface
 	Remedy() remedy.Interface
 	Work() work.Interface
+}
+
+func (f *sharedInformerFactory) Apps() apps.Interface {
+	return apps.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Cluster() cluster.Interface {

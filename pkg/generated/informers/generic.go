@@ -21,7 +21,8 @@ package informers
 import (
 	fmt "fmt"
 
-	v1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	v1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
@@ -56,10 +57,14 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=cluster.flotilla.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithResource("clusters"):
+	// Group=apps.flotilla.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("workloadrebalancers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Apps().V1alpha1().WorkloadRebalancers().Informer()}, nil
+
+		// Group=cluster.flotilla.io, Version=v1alpha1
+	case clusterv1alpha1.SchemeGroupVersion.WithResource("clusters"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Cluster().V1alpha1().Clusters().Informer()}, nil
-	case v1alpha1.SchemeGroupVersion.WithResource("clustertaintpolicies"):
+	case clusterv1alpha1.SchemeGroupVersion.WithResource("clustertaintpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Cluster().V1alpha1().ClusterTaintPolicies().Informer()}, nil
 
 		// Group=networking.flotilla.io, Version=v1alpha1

@@ -125,7 +125,52 @@ type PropagationSpec struct {
 	// (without Flotilla's labels) when the template or its Works are deleted.
 	// +optional
 	PreserveResourcesOnDeletion *bool `json:"preserveResourcesOnDeletion,omitempty"`
+
+	// PropagateDeps propagates what the selected workloads depend on (the
+	// ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims their
+	// pod templates reference, and a template's spec.dependencies) to the
+	// same clusters, and moves them with the workload on failover. A
+	// dependency must be a ResourceTemplate of the workload's namespace; one
+	// no workload needs any more is removed from the members.
+	// +optional
+	PropagateDeps bool `json:"propagateDeps,omitempty"`
+
+	// DependentOverrides names the override policies that must exist before
+	// this policy propagates anything: OverridePolicies of the template's
+	// namespace for a PropagationPolicy, ClusterOverridePolicies for a
+	// ClusterPropagationPolicy. Until they all exist the templates wait,
+	// with a Propagated=False DependentOverridesMissing condition.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	DependentOverrides []string `json:"dependentOverrides,omitempty"`
+
+	// ApplyStrategy is how the members write the propagated objects:
+	// ServerSideApply (keep them as the template says), CreateOnly (create a
+	// missing object, then leave it alone) or ReadOnly (never write; only
+	// report the status of an object that is already there).
+	// +kubebuilder:default=ServerSideApply
+	// +optional
+	ApplyStrategy ApplyStrategy `json:"applyStrategy,omitempty"`
 }
+
+// ApplyStrategy is how an agent writes a Work's manifests.
+// +kubebuilder:validation:Enum=ServerSideApply;CreateOnly;ReadOnly
+type ApplyStrategy string
+
+// Apply strategies.
+const (
+	// ApplyStrategyServerSideApply applies with server-side apply and keeps
+	// the object as the manifest says.
+	ApplyStrategyServerSideApply ApplyStrategy = "ServerSideApply"
+	// ApplyStrategyCreateOnly creates a missing object and then leaves it
+	// alone.
+	ApplyStrategyCreateOnly ApplyStrategy = "CreateOnly"
+	// ApplyStrategyReadOnly never writes; it only reports the status of
+	// the existing object.
+	ApplyStrategyReadOnly ApplyStrategy = "ReadOnly"
+)
 
 // ResourceSelector selects templates by their embedded object.
 type ResourceSelector struct {
@@ -385,6 +430,64 @@ type FailoverBehavior struct {
 	// clusters). Nil uses the defaults.
 	// +optional
 	Cluster *ClusterFailoverBehavior `json:"cluster,omitempty"`
+
+	// Failback moves a workload back to the placement it had before a
+	// failover once the clusters it left have been Ready for the
+	// stabilization window. Nil leaves a failed-over workload where it is.
+	// +optional
+	Failback *FailbackBehavior `json:"failback,omitempty"`
+}
+
+// FailbackBehavior says when a failed-over workload returns to its
+// preferred placement. A failback always adds the returning copy first and
+// removes or shrinks the others only once it is healthy, and never starts
+// while the fleet guard sees a disruption.
+type FailbackBehavior struct {
+	// StabilizationWindowSeconds is how long every cluster the workload
+	// returns to must have been Ready, without a break, before it returns.
+	// A cluster that fails again within the window starts it over.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=300
+	// +optional
+	StabilizationWindowSeconds int32 `json:"stabilizationWindowSeconds,omitempty"`
+
+	// MaxConcurrent is the most failbacks in progress at once across the
+	// fleet (counting those of every policy) for this policy to start one.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=5
+	// +optional
+	MaxConcurrent int32 `json:"maxConcurrent,omitempty"`
+}
+
+// StatePreservation says which values of a workload's status on the
+// cluster it leaves are carried to its new copies, as labels.
+type StatePreservation struct {
+	// Rules are the values to carry; each becomes one label.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=aliasLabelName
+	Rules []StatePreservationRule `json:"rules"`
+}
+
+// StatePreservationRule carries one value of the old copy's status.
+type StatePreservationRule struct {
+	// AliasLabelName is the label the value is written to on the new
+	// copies, e.g. flink.example.io/checkpoint-path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	AliasLabelName string `json:"aliasLabelName"`
+
+	// JSONPath selects the value in the old copy's .status, in kubectl's
+	// JSONPath syntax relative to .status, e.g. {.jobStatus.checkpointPath}.
+	// The value must be a string, number or boolean that is a valid label
+	// value; a rule whose value is missing or not a valid label value carries
+	// nothing and is reported on the binding.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('{') && self.endsWith('}')",message="jsonPath must be a JSONPath template in braces, e.g. {.jobStatus.checkpointPath}"
+	JSONPath string `json:"jsonPath"`
 }
 
 // ApplicationFailoverBehavior says when an unhealthy application is moved
@@ -408,7 +511,47 @@ type ApplicationFailoverBehavior struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
+
+	// PreConditions must hold before the application's health on a cluster
+	// counts towards a failover at all.
+	// +optional
+	PreConditions *PreConditions `json:"preConditions,omitempty"`
+
+	// BlockPredecessorSeconds is how long the scheduler must not place the
+	// application back on a cluster it failed over from: 0 means never
+	// again (until the eviction history is cleared by a failback or a
+	// WorkloadRebalancer). Nil keeps the default: a recently evicted
+	// cluster is only avoided while others fit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BlockPredecessorSeconds *int32 `json:"blockPredecessorSeconds,omitempty"`
+
+	// StatePreservation carries values of the unhealthy copy's status to
+	// the copies that replace it.
+	// +optional
+	StatePreservation *StatePreservation `json:"statePreservation,omitempty"`
 }
+
+// PreConditions gate application failover; all that are set must hold.
+type PreConditions struct {
+	// DelaySeconds is how long after the hub first saw the application's
+	// status on a cluster its health starts to count there (time for a
+	// slow first start).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DelaySeconds *int32 `json:"delaySeconds,omitempty"`
+
+	// HealthyState, when Healthy, counts only an application that has
+	// been Healthy on the cluster at least once: one that never started is
+	// left to be fixed where it is.
+	// +kubebuilder:validation:Enum=Healthy
+	// +optional
+	HealthyState string `json:"healthyState,omitempty"`
+}
+
+// HealthyStateHealthy is the PreConditions healthyState that requires the
+// application to have been Healthy once.
+const HealthyStateHealthy = "Healthy"
 
 // DecisionConditions say when an application is considered failed.
 type DecisionConditions struct {
@@ -426,6 +569,11 @@ type ClusterFailoverBehavior struct {
 	// +kubebuilder:default=Gracefully
 	// +optional
 	PurgeMode PurgeMode `json:"purgeMode,omitempty"`
+
+	// StatePreservation carries values of the evicted copy's last reported
+	// status to the copies that replace it.
+	// +optional
+	StatePreservation *StatePreservation `json:"statePreservation,omitempty"`
 }
 
 // PurgeMode is what happens to the copy of a workload on the cluster it is

@@ -122,6 +122,31 @@ type ResourceTemplateSpec struct {
 	// object's own namespace.
 	// +kubebuilder:validation:XValidation:rule="has(self.metadata) && has(self.metadata.name) && size(self.metadata.name) > 0",message="manifest.metadata.name is required"
 	Manifest Manifest `json:"manifest"`
+
+	// Dependencies name other objects of the template's namespace the
+	// object needs, besides those its pod template references. A policy
+	// with propagateDeps propagates them, from their own ResourceTemplates,
+	// to wherever this object runs.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Dependencies []DependencyReference `json:"dependencies,omitempty"`
+}
+
+// DependencyReference names an object of the template's namespace, held
+// by another ResourceTemplate.
+type DependencyReference struct {
+	// APIVersion of the object, e.g. v1.
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the object, e.g. ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // ResourceTemplateStatus says where a template's object runs and how it is
@@ -162,6 +187,10 @@ type ResourceTemplateStatus struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=rb,categories=flotilla
 // +kubebuilder:printcolumn:name="SCHEDULED",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`
 // +kubebuilder:printcolumn:name="FULLYAPPLIED",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`
+// +kubebuilder:printcolumn:name="LAST-FAILOVER",type=string,JSONPath=`.status.failoverHistory[-1:].reason`
+// +kubebuilder:printcolumn:name="FROM",type=string,JSONPath=`.status.failoverHistory[-1:].originCluster`
+// +kubebuilder:printcolumn:name="TO",type=string,JSONPath=`.status.failoverHistory[-1:].clustersAfterFailover`,priority=1
+// +kubebuilder:printcolumn:name="AT",type=date,JSONPath=`.status.failoverHistory[-1:].startTime`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ResourceBinding binds a ResourceTemplate to the policy that selected it
@@ -198,6 +227,10 @@ type ResourceBindingList struct {
 // +kubebuilder:resource:scope=Cluster,shortName=crb,categories=flotilla
 // +kubebuilder:printcolumn:name="SCHEDULED",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`
 // +kubebuilder:printcolumn:name="FULLYAPPLIED",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`
+// +kubebuilder:printcolumn:name="LAST-FAILOVER",type=string,JSONPath=`.status.failoverHistory[-1:].reason`
+// +kubebuilder:printcolumn:name="FROM",type=string,JSONPath=`.status.failoverHistory[-1:].originCluster`
+// +kubebuilder:printcolumn:name="TO",type=string,JSONPath=`.status.failoverHistory[-1:].clustersAfterFailover`,priority=1
+// +kubebuilder:printcolumn:name="AT",type=date,JSONPath=`.status.failoverHistory[-1:].startTime`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ClusterResourceBinding is the ResourceBinding of a ClusterResourceTemplate
@@ -262,6 +295,22 @@ type ResourceBindingSpec struct {
 	// +optional
 	PreserveResourcesOnDeletion *bool `json:"preserveResourcesOnDeletion,omitempty"`
 
+	// PropagateDeps is copied from the policy.
+	// +optional
+	PropagateDeps bool `json:"propagateDeps,omitempty"`
+
+	// ApplyStrategy is copied from the policy.
+	// +optional
+	ApplyStrategy policyv1alpha1.ApplyStrategy `json:"applyStrategy,omitempty"`
+
+	// RequiredBy lists the bindings of the workloads that depend on this
+	// binding's object (propagateDeps) and where they are placed; the
+	// object is propagated to those clusters too. A binding with no
+	// placement of its own exists only for them and is deleted when the
+	// list is empty.
+	// +optional
+	RequiredBy []BindingSnapshot `json:"requiredBy,omitempty"`
+
 	// Clusters is the scheduling result: the target clusters and their
 	// replicas.
 	// +listType=map
@@ -285,6 +334,29 @@ type ResourceBindingSpec struct {
 	// status.lastScheduledTime.
 	// +optional
 	RescheduleTriggeredAt *metav1.Time `json:"rescheduleTriggeredAt,omitempty"`
+
+	// RescheduleReason says who asked for the reschedule at
+	// rescheduleTriggeredAt (Rebalance or Failback); the scheduler gives
+	// the graceful tasks it makes this reason. Empty means Rescheduled.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	RescheduleReason string `json:"rescheduleReason,omitempty"`
+}
+
+// BindingSnapshot is a binding that depends on another one, and where it
+// is placed.
+type BindingSnapshot struct {
+	// Namespace of the binding; empty for a ClusterResourceBinding.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Name of the binding.
+	Name string `json:"name"`
+
+	// Clusters the dependent workload is placed on, including clusters it
+	// is still being gracefully evicted from.
+	// +optional
+	Clusters []TargetCluster `json:"clusters,omitempty"`
 }
 
 // ObjectReference identifies a template's embedded object.
@@ -377,6 +449,12 @@ type GracefulEvictionTask struct {
 	// CreationTimestamp is when the task was created.
 	// +optional
 	CreationTimestamp *metav1.Time `json:"creationTimestamp,omitempty"`
+
+	// PreservedLabelState are the labels the failover's statePreservation
+	// rules read from the copy's last reported status on FromCluster; the
+	// copies that replace it carry them.
+	// +optional
+	PreservedLabelState map[string]string `json:"preservedLabelState,omitempty"`
 }
 
 // Eviction reasons.
@@ -387,6 +465,12 @@ const (
 	// EvictionReasonApplicationFailure: the workload stayed unhealthy on
 	// the cluster for the failover's tolerationSeconds.
 	EvictionReasonApplicationFailure = "ApplicationFailure"
+	// EvictionReasonRebalance: a WorkloadRebalancer rescheduled the
+	// workload from scratch.
+	EvictionReasonRebalance = "Rebalance"
+	// EvictionReasonFailback: the workload is returning to the placement it
+	// had before a failover.
+	EvictionReasonFailback = "Failback"
 )
 
 // Eviction producers.
@@ -436,6 +520,67 @@ type ResourceBindingStatus struct {
 	// gathered from the Works.
 	// +optional
 	AggregatedStatus []AggregatedStatusItem `json:"aggregatedStatus,omitempty"`
+
+	// FailoverHistory records the binding's most recent failovers,
+	// rebalances and failbacks, oldest first (at most
+	// FailoverHistoryLimit).
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	FailoverHistory []FailoverHistoryItem `json:"failoverHistory,omitempty"`
+}
+
+// FailoverHistoryLimit is how many entries status.failoverHistory keeps.
+const FailoverHistoryLimit = 10
+
+// FailoverHistoryItem is one failover, rebalance or failback: a cluster
+// the workload left, or shrank on, and where it went.
+type FailoverHistoryItem struct {
+	// Reason is why: TaintUntolerated (cluster failure),
+	// ApplicationFailure, Rebalance, Failback or Rescheduled.
+	Reason string `json:"reason"`
+
+	// Message says more, e.g. the taint.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// OriginCluster is the cluster the workload left or shrank on.
+	OriginCluster string `json:"originCluster"`
+
+	// ClustersBeforeFailover are the clusters the workload was placed on
+	// before.
+	// +optional
+	ClustersBeforeFailover []string `json:"clustersBeforeFailover,omitempty"`
+
+	// ClustersAfterFailover are the clusters it was placed on after the
+	// scheduler placed it again.
+	// +optional
+	ClustersAfterFailover []string `json:"clustersAfterFailover,omitempty"`
+
+	// PurgeMode is how the copy on OriginCluster was removed.
+	// +optional
+	PurgeMode policyv1alpha1.PurgeMode `json:"purgeMode,omitempty"`
+
+	// PreservedLabelState is the state carried to the new copies.
+	// +optional
+	PreservedLabelState map[string]string `json:"preservedLabelState,omitempty"`
+
+	// StartTime is when the workload started to leave OriginCluster.
+	StartTime metav1.Time `json:"startTime"`
+
+	// EndTime is when every wanted replica was available again, on the
+	// hub's clock; nil while that has not happened.
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+
+	// DegradedSince is set while fewer replicas are available than wanted
+	// during this entry.
+	// +optional
+	DegradedSince *metav1.Time `json:"degradedSince,omitempty"`
+
+	// DegradedSeconds is how long, in total, fewer replicas were available
+	// than wanted between StartTime and EndTime.
+	// +optional
+	DegradedSeconds int64 `json:"degradedSeconds,omitempty"`
 }
 
 // Binding condition types.
@@ -482,6 +627,16 @@ type AggregatedStatusItem struct {
 	// reset the count.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+
+	// FirstReportedTime is when the hub first saw a status for the copy on
+	// this cluster (failover preConditions.delaySeconds counts from it).
+	// +optional
+	FirstReportedTime *metav1.Time `json:"firstReportedTime,omitempty"`
+
+	// EverHealthy is true once the copy on this cluster has been Healthy
+	// (failover preConditions.healthyState: Healthy needs it).
+	// +optional
+	EverHealthy bool `json:"everHealthy,omitempty"`
 }
 
 // ResourceHealth is the health of an object on a member.
@@ -554,7 +709,7 @@ type WorkSpec struct {
 	// ApplyStrategy is how the agent writes the manifests.
 	// +kubebuilder:default=ServerSideApply
 	// +optional
-	ApplyStrategy ApplyStrategy `json:"applyStrategy,omitempty"`
+	ApplyStrategy policyv1alpha1.ApplyStrategy `json:"applyStrategy,omitempty"`
 
 	// ConflictResolution says what the agent does with an existing member
 	// object that Flotilla does not manage: Abort or Overwrite.
@@ -570,21 +725,18 @@ type WorkloadTemplate struct {
 	Manifests []Manifest `json:"manifests"`
 }
 
-// ApplyStrategy is how an agent writes a Work's manifests.
-// +kubebuilder:validation:Enum=ServerSideApply;CreateOnly;ReadOnly
-type ApplyStrategy string
-
-// Apply strategies.
+// Apply strategies, as the policy spells them (the Work field has the
+// policy's type so a policy's applyStrategy is copied unchanged).
 const (
 	// ApplyStrategyServerSideApply applies with server-side apply and keeps
 	// the object as the manifest says.
-	ApplyStrategyServerSideApply ApplyStrategy = "ServerSideApply"
+	ApplyStrategyServerSideApply = policyv1alpha1.ApplyStrategyServerSideApply
 	// ApplyStrategyCreateOnly creates a missing object and then leaves it
 	// alone.
-	ApplyStrategyCreateOnly ApplyStrategy = "CreateOnly"
+	ApplyStrategyCreateOnly = policyv1alpha1.ApplyStrategyCreateOnly
 	// ApplyStrategyReadOnly never writes; it only reports the status of
 	// the existing object.
-	ApplyStrategyReadOnly ApplyStrategy = "ReadOnly"
+	ApplyStrategyReadOnly = policyv1alpha1.ApplyStrategyReadOnly
 )
 
 // WorkStatus is what an agent reports about a Work.

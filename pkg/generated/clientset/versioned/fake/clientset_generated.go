@@ -20,6 +20,8 @@ package fake
 
 import (
 	clientset "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/apps/v1alpha1"
+	fakeappsv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/apps/v1alpha1/fake"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/cluster/v1alpha1"
 	fakeclusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/cluster/v1alpha1/fake"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/networking/v1alpha1"
@@ -102,6 +104,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// AppsV1alpha1 retrieves the AppsV1alpha1Client
+func (c *Clientset) AppsV1alpha1() appsv1alpha1.AppsV1alpha1Interface {
+	return &fakeappsv1alpha1.FakeAppsV1alpha1{Fake: &c.Fake}
+}
 
 // ClusterV1alpha1 retrieves the ClusterV1alpha1Client
 func (c *Clientset) ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface {
