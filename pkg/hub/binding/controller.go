@@ -442,7 +442,7 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 			SuspendDispatching:          suspended(binding.Spec.Suspension, cluster.Name),
 			PreserveResourcesOnDeletion: binding.Spec.PreserveResourcesOnDeletion,
 			// The CRD's defaults, spelled out so a stored Work compares equal.
-			ApplyStrategy:      workv1alpha1.ApplyStrategyServerSideApply,
+			ApplyStrategy:      cmp.Or(binding.Spec.ApplyStrategy, workv1alpha1.ApplyStrategyServerSideApply),
 			ConflictResolution: cmp.Or(binding.Spec.ConflictResolution, policyv1alpha1.ConflictAbort),
 		},
 	}, nil

@@ -318,6 +318,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		Placement:                   placement,
 		Failover:                    policy.Failover.DeepCopy(),
 		ConflictResolution:          policy.ConflictResolution,
+		ApplyStrategy:               policy.ApplyStrategy,
 		Suspension:                  policy.Suspension.DeepCopy(),
 		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
 	}
@@ -353,6 +354,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.Resource, updated.Spec.Replicas, updated.Spec.ReplicaRequirements = want.Resource, want.Replicas, want.ReplicaRequirements
 	updated.Spec.Placement, updated.Spec.Failover, updated.Spec.ConflictResolution = want.Placement, want.Failover, want.ConflictResolution
 	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
+	updated.Spec.ApplyStrategy = want.ApplyStrategy
 	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName} {
 		delete(updated.Labels, k)
 	}
