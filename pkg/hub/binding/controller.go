@@ -607,6 +607,7 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 				item.UnhealthySince = prev.UnhealthySince
 			}
 		}
+		carryReportState(&item, previousItem(binding, target.Name), now)
 		items = append(items, item)
 	}
 	updated := binding.DeepCopy()
