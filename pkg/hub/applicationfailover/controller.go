@@ -35,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,15 +80,10 @@ const DefaultTolerationSeconds = 300
 // evicted at now, and otherwise how long until it must (0: it is not
 // unhealthy). Only health observed for the binding's current generation
 // counts; the binding controller keeps UnhealthySince only while it does.
+// Decide adds the policy's preConditions.
 func Due(item *workv1alpha1.AggregatedStatusItem, generation int64, tolerationSeconds int32, now time.Time) (bool, time.Duration) {
-	if item == nil || item.Health != workv1alpha1.ResourceUnhealthy || item.UnhealthySince == nil || item.ObservedGeneration != generation {
-		return false, 0
-	}
-	left := item.UnhealthySince.Add(time.Duration(max(tolerationSeconds, 0)) * time.Second).Sub(now)
-	if left <= 0 {
-		return true, 0
-	}
-	return false, left
+	v := Decide(item, generation, tolerationSeconds, nil, now)
+	return v.Due, v.After
 }
 
 // Options tune the controller.
@@ -112,6 +108,9 @@ type Controller struct {
 	clusters clusterlisters.ClusterLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// waiting is, per binding key, what the preConditions last held back
+	// (see noteWaiting).
+	waiting sync.Map
 }
 
 // NewController wires the controller to factory's informers.
@@ -153,6 +152,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 func (c *Controller) sync(ctx context.Context, key string) error {
 	binding, err := c.bindings.Get(key)
 	if apierrors.IsNotFound(err) {
+		c.waiting.Delete(key)
 		return nil
 	}
 	if err != nil || binding.DeletionTimestamp != nil {
@@ -182,13 +182,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			recheck = d
 		}
 	}
+	var waits []string
 	for _, target := range binding.Spec.Clusters {
-		due, after := Due(statusOf(binding.Status.AggregatedStatus, target.Name), binding.Generation, toleration, now)
-		if due {
+		v := Decide(statusOf(binding.Status.AggregatedStatus, target.Name), binding.Generation, toleration, behavior.PreConditions, now)
+		if v.Due {
 			evict = append(evict, target.Name)
 		}
-		requeue(after)
+		if v.Waiting != "" {
+			waits = append(waits, v.Waiting)
+		}
+		requeue(v.After)
 	}
+	c.noteWaiting(binding, key, waitingSummary(waits))
 	evict = KeepOne(evict, binding.Spec.Clusters, binding.Status.AggregatedStatus)
 	// The same per-cluster admission as cluster failover: the fleet guard
 	// holds evictions in a fleet-wide outage and before its first
@@ -302,5 +307,26 @@ func (c *Controller) setHeld(ctx context.Context, binding *workv1alpha1.Resource
 func (c *Controller) count(result string) {
 	if m := c.opts.Metrics; m != nil {
 		m.Evictions.WithLabelValues(workv1alpha1.EvictionReasonApplicationFailure, result).Inc()
+	}
+}
+
+// noteWaiting records an event on the binding when what the preConditions
+// hold back changes (not on every sync: a delay re-checks the binding
+// until it ends, and status writes bring it back often).
+func (c *Controller) noteWaiting(binding *workv1alpha1.ResourceBinding, key, summary string) {
+	prev, _ := c.waiting.Load(key)
+	if prev == nil {
+		prev = ""
+	}
+	if prev.(string) == summary {
+		return
+	}
+	if summary == "" {
+		c.waiting.Delete(key)
+		return
+	}
+	c.waiting.Store(key, summary)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(binding, corev1.EventTypeNormal, EventApplicationFailoverWaiting, "Application failover waits: "+summary)
 	}
 }
