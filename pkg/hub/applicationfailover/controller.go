@@ -232,7 +232,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	stamp := metav1.NewTime(now)
 	for _, cluster := range evict {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds,
+			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds, PreservedLabelState: c.preservedState(binding, cluster),
 			Reason:   workv1alpha1.EvictionReasonApplicationFailure,
 			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds%s", cluster, toleration, note),
 			Producer: workv1alpha1.EvictionProducerApplicationFailover,

@@ -252,7 +252,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	stamp := metav1.NewTime(now)
 	for _, e := range evictions {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated,
+			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated, PreservedLabelState: c.preservedState(binding, e.cluster),
 			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate%s", e.cluster, describeTaint(e.taint), note),
 			Producer: workv1alpha1.EvictionProducerTaintManager,
 		}, stamp)
