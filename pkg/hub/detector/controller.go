@@ -63,6 +63,11 @@ type Controller struct {
 	scope           ScopeFunc
 	synced          []cache.InformerSynced
 	queue           workqueue.TypedRateLimitingInterface[string]
+
+	// overrides and clusterOverrides: a policy's dependentOverrides must
+	// exist before it binds anything.
+	overrides        policylisters.OverridePolicyLister
+	clusterOverrides policylisters.ClusterOverridePolicyLister
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -114,6 +119,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	}
 	c.synced = []cache.InformerSynced{rt.Informer().HasSynced, crt.Informer().HasSynced, rb.Informer().HasSynced,
 		crb.Informer().HasSynced, pp.Informer().HasSynced, cpp.Informer().HasSynced}
+	c.watchOverridePolicies(policy)
 	return c
 }
 
@@ -196,6 +202,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			msg += "; the existing placement is kept"
 		}
 		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonNoMatchingPolicy, msg)
+	}
+	if missing := c.missingOverrides(policy, tmpl.Namespace, policyLabels); len(missing) > 0 {
+		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
+		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonDependentOverridesMissing, dependentOverridesMessage(policyLabels, missing))
 	}
 	binding, err := c.ensureBinding(ctx, tmpl, obj, bindingName, policy, policyLabels)
 	if err != nil {
@@ -319,6 +329,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		Failover:                    policy.Failover.DeepCopy(),
 		ConflictResolution:          policy.ConflictResolution,
 		ApplyStrategy:               policy.ApplyStrategy,
+		PropagateDeps:               policy.PropagateDeps,
 		Suspension:                  policy.Suspension.DeepCopy(),
 		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
 	}
@@ -355,6 +366,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.Placement, updated.Spec.Failover, updated.Spec.ConflictResolution = want.Placement, want.Failover, want.ConflictResolution
 	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
 	updated.Spec.ApplyStrategy = want.ApplyStrategy
+	updated.Spec.PropagateDeps = want.PropagateDeps
 	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName} {
 		delete(updated.Labels, k)
 	}
@@ -433,7 +445,8 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 func mirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
 	status.Clusters = binding.Spec.Clusters
 	status.AggregatedStatus = binding.Status.AggregatedStatus
-	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate} {
+	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate,
+		workv1alpha1.BindingConditionDependenciesResolved} {
 		if cond := meta.FindStatusCondition(binding.Status.Conditions, t); cond != nil {
 			mirrored := *cond
 			mirrored.ObservedGeneration = generation
