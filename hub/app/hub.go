@@ -40,6 +40,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
+	"github.com/flotilla-io/flotilla/pkg/hub/failoverhistory"
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/ingress"
@@ -226,6 +227,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	hubMetrics := hubmetrics.New(registry)
+	historyMetrics := failoverhistory.NewMetrics(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
 	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
@@ -298,6 +300,8 @@ func Run(ctx context.Context, opts *Options) error {
 			Guard: guard, EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{
 			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Metrics: hubMetrics, Recorder: recorder})
+		historyCtl := failoverhistory.NewController(clients.flotilla("failover-history"), factory, failoverhistory.Options{
+			Metrics: historyMetrics, Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
@@ -320,7 +324,7 @@ func Run(ctx context.Context, opts *Options) error {
 			// cluster's workloads are admitted together and must not
 			// queue behind one worker.
 			{taintManager.Run, opts.ConcurrentResourceBindingSyncs}, {appFailover.Run, opts.ConcurrentResourceBindingSyncs},
-			{evictionCtl.Run, opts.ConcurrentResourceBindingSyncs},
+			{evictionCtl.Run, opts.ConcurrentResourceBindingSyncs}, {historyCtl.Run, opts.ConcurrentResourceBindingSyncs},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		} {
 			wg.Add(1)
