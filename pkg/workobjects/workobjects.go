@@ -285,9 +285,7 @@ func EvictCluster(spec *workv1alpha1.ResourceBindingSpec, task workv1alpha1.Grac
 	}
 	spec.EvictionHistory = append(spec.EvictionHistory, workv1alpha1.EvictionHistoryEntry{
 		ClusterName: task.FromCluster, Reason: task.Reason, EvictedAt: now})
-	if n := len(spec.EvictionHistory); n > MaxEvictionHistory {
-		spec.EvictionHistory = slices.Clone(spec.EvictionHistory[n-MaxEvictionHistory:])
-	}
+	spec.EvictionHistory = trimEvictionHistory(spec, now.Time)
 	return true
 }
 
