@@ -412,6 +412,8 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 	if err := checkIdentity(obj, manifest, applied); err != nil {
 		return nil, err
 	}
+	// Stateful failover: the state this copy carries (statelabels.go).
+	preservedState := c.injectPreservedState(binding, cluster.Name, manifest)
 	raw, err := manifest.MarshalJSON()
 	if err != nil {
 		return nil, err
@@ -422,6 +424,9 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 		workobjects.AnnotationCluster:          cluster.Name,
 		// What the Work renders, so a copy left behind can be told stale.
 		workv1alpha1.AnnotationTemplateGeneration: strconv.FormatInt(templateGeneration, 10),
+	}
+	if preservedState != "" {
+		annotations[workv1alpha1.AnnotationPreservedLabelState] = preservedState
 	}
 	if applied != nil {
 		b, err := json.Marshal(applied)
@@ -505,6 +510,9 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (b
 	}
 	if _, ok := want.Annotations[overrides.AnnotationAppliedOverrides]; !ok {
 		delete(updated.Annotations, overrides.AnnotationAppliedOverrides)
+	}
+	if _, ok := want.Annotations[workv1alpha1.AnnotationPreservedLabelState]; !ok {
+		delete(updated.Annotations, workv1alpha1.AnnotationPreservedLabelState)
 	}
 	// The agent applies a Work only once it carries the execution finalizer,
 	// and may only remove it: a Work made by an older hub gets it here.

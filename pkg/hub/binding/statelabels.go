@@ -1,0 +1,110 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package binding
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
+)
+
+// PreservedLabels is the failover state the copy on cluster carries
+// (stateful failover). A copy is a replacement of an eviction when the
+// cluster was not among the task's clustersBeforeFailover: it gets the
+// task's preservedLabelState, whatever the task's purge mode and however
+// many clusters replace the evicted one (Karmada injects only for one
+// cluster replacing one, and only with Directly). With several such tasks
+// the newest wins a key, and their state replaces what the copy carried
+// before. With none, the copy keeps what its Work recorded: the labels stay
+// for the copy's life, after its task has ended.
+func PreservedLabels(tasks []workv1alpha1.GracefulEvictionTask, cluster string, recorded map[string]string) map[string]string {
+	var applying []*workv1alpha1.GracefulEvictionTask
+	for i := range tasks {
+		t := &tasks[i]
+		// A task without clustersBeforeFailover cannot say which copies are
+		// new; an old copy must not get another's state.
+		if len(t.PreservedLabelState) == 0 || len(t.ClustersBeforeFailover) == 0 || slices.Contains(t.ClustersBeforeFailover, cluster) {
+			continue
+		}
+		applying = append(applying, t)
+	}
+	if len(applying) == 0 {
+		if len(recorded) == 0 {
+			return nil
+		}
+		return maps.Clone(recorded)
+	}
+	slices.SortStableFunc(applying, func(a, b *workv1alpha1.GracefulEvictionTask) int {
+		switch {
+		case a.CreationTimestamp == nil || b.CreationTimestamp == nil:
+			return 0
+		case a.CreationTimestamp.Before(b.CreationTimestamp):
+			return -1
+		case b.CreationTimestamp.Before(a.CreationTimestamp):
+			return 1
+		}
+		return 0
+	})
+	out := map[string]string{}
+	for _, t := range applying {
+		maps.Copy(out, t.PreservedLabelState)
+	}
+	return out
+}
+
+// recordedLabels is the state the cluster's current Work recorded; nil
+// for a Work being deleted (its copy is going; a new one starts afresh).
+func (c *Controller) recordedLabels(binding *workv1alpha1.ResourceBinding, cluster string) map[string]string {
+	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
+	if !exists {
+		return nil
+	}
+	w := obj.(*workv1alpha1.Work)
+	raw := w.Annotations[workv1alpha1.AnnotationPreservedLabelState]
+	if w.DeletionTimestamp != nil || raw == "" {
+		return nil
+	}
+	var recorded map[string]string
+	if json.Unmarshal([]byte(raw), &recorded) != nil {
+		return nil
+	}
+	return recorded
+}
+
+// injectPreservedState puts the failover state of the copy on cluster into
+// manifest's labels (over the template's own) and returns the annotation
+// that records it on the Work, "" when there is none.
+func (c *Controller) injectPreservedState(binding *workv1alpha1.ResourceBinding, cluster string, manifest *unstructured.Unstructured) string {
+	preserved := PreservedLabels(binding.Spec.GracefulEvictionTasks, cluster, c.recordedLabels(binding, cluster))
+	if len(preserved) == 0 {
+		return ""
+	}
+	labels := manifest.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, preserved)
+	manifest.SetLabels(labels)
+	b, _ := json.Marshal(preserved) // a map of strings always marshals
+	return string(b)
+}
