@@ -187,7 +187,7 @@ func TestNext(t *testing.T) {
 			it.ClustersAfterFailover, it.DegradedSeconds, it.DegradedSince = []string{"member2"}, 5, atp(30)
 		})},
 	}, {
-		name:    "a task without reason is Rescheduled; the purge mode is spelled as Karmada does now",
+		name: "a task without reason is Rescheduled; the purge mode is spelled as Karmada does now",
 		binding: nginx(false, on(map[string]int32{"member2": 3}), task("member1", "", 10), func(b *workv1alpha1.ResourceBinding) {
 			b.Spec.GracefulEvictionTasks[0].PurgeMode = policyv1alpha1.PurgeModeImmediately
 		}, reported(status("member2", 3, 4, healthy))),
@@ -225,7 +225,9 @@ func TestNext(t *testing.T) {
 		binding: nginx(true, on(map[string]int32{"member3": 3}), reported(status("member3", 3, 5, healthy))),
 		now:     30,
 		want: []workv1alpha1.FailoverHistoryItem{
-			with(opened(), func(it *workv1alpha1.FailoverHistoryItem) { it.ClustersAfterFailover, it.EndTime = []string{"member3"}, atp(30) }),
+			with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+				it.ClustersAfterFailover, it.EndTime = []string{"member3"}, atp(30)
+			}),
 			with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
 				it.OriginCluster, it.StartTime, it.ClustersAfterFailover, it.EndTime = "member2", at(15), []string{"member3"}, atp(30)
 			}),
