@@ -335,7 +335,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		return nil, nil, nil, err
 	}
 	holdNew := c.purgingDirectly(binding)
-	for _, target := range binding.Spec.Clusters {
+	for _, target := range renderTargets(binding) {
 		cluster, err := c.clusters.Get(target.Name)
 		if apierrors.IsNotFound(err) {
 			continue // the scheduler moves the binding off a deleted cluster
@@ -392,7 +392,7 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 	target workv1alpha1.TargetCluster, clusterPolicies []*policyv1alpha1.ClusterOverridePolicy, policies []*policyv1alpha1.OverridePolicy) (*workv1alpha1.Work, error) {
 	manifest := obj.DeepCopy()
 	cleanManifest(manifest)
-	if binding.Spec.Replicas > 0 {
+	if binding.Spec.Replicas > 0 && targeted(binding, target.Name) {
 		if err := resourceinterpreter.ReviseReplica(manifest, target.Replicas); err != nil {
 			return nil, err
 		}
@@ -556,7 +556,7 @@ func (c *Controller) deleteUntargetedWorks(ctx context.Context, binding *workv1a
 	}
 	for _, w := range works {
 		cluster := w.Annotations[workobjects.AnnotationCluster]
-		if targeted(binding, cluster) || evicting(binding, cluster) {
+		if targeted(binding, cluster) || evicting(binding, cluster) || required(binding, cluster) {
 			continue
 		}
 		if err := c.deleteWork(ctx, w); err != nil {
@@ -606,8 +606,9 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error,
 	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
-	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(binding.Spec.Clusters))
-	for _, target := range binding.Spec.Clusters {
+	targets := renderTargets(binding)
+	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(targets))
+	for _, target := range targets {
 		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name], wants[target.Name])
 		if item.Health == workv1alpha1.ResourceUnhealthy {
 			item.UnhealthySince = &now

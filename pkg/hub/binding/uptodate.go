@@ -94,7 +94,7 @@ func worksUpToDate(binding *workv1alpha1.ResourceBinding, templateGeneration int
 		sort.Strings(stale)
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonStaleCopies
 		cond.Message = strings.Join(stale, "; ") + " (" + now + ")"
-	case len(binding.Spec.Clusters) == 0:
+	case len(renderTargets(binding)) == 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNoClusterScheduled
 		cond.Message = "no cluster is scheduled: " + now + " and runs nowhere"
 	default:
