@@ -40,6 +40,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
+	"github.com/flotilla-io/flotilla/pkg/hub/failback"
 	"github.com/flotilla-io/flotilla/pkg/hub/failoverhistory"
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
@@ -228,6 +229,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	hubMetrics := hubmetrics.New(registry)
 	historyMetrics := failoverhistory.NewMetrics(registry)
+	failbackMetrics := failback.NewMetrics(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
 	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
@@ -302,6 +304,8 @@ func Run(ctx context.Context, opts *Options) error {
 			GracefulEvictionTimeout: opts.GracefulEvictionTimeout, Metrics: hubMetrics, Recorder: recorder})
 		historyCtl := failoverhistory.NewController(clients.flotilla("failover-history"), factory, failoverhistory.Options{
 			Metrics: historyMetrics, Recorder: recorder})
+		failbackCtl := failback.NewController(clients.flotilla("failback"), factory, failback.Options{
+			Guard: guard, Metrics: failbackMetrics, Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
@@ -325,6 +329,8 @@ func Run(ctx context.Context, opts *Options) error {
 			// queue behind one worker.
 			{taintManager.Run, opts.ConcurrentResourceBindingSyncs}, {appFailover.Run, opts.ConcurrentResourceBindingSyncs},
 			{evictionCtl.Run, opts.ConcurrentResourceBindingSyncs}, {historyCtl.Run, opts.ConcurrentResourceBindingSyncs},
+			// Failbacks are rare and counted fleet-wide: one worker.
+			{failbackCtl.Run, 1},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		} {
 			wg.Add(1)
