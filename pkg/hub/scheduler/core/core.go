@@ -164,7 +164,7 @@ func Schedule(in Input) (Result, error) {
 			break
 		}
 	}
-	return Result{}, firstErr
+	return Result{}, withBlocks(in, firstErr)
 }
 
 // hasRecentEviction: some eviction history entry is still within the TTL.
@@ -248,6 +248,9 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 		if taint := Untolerated(placement.ClusterTolerations, EffectiveTaints(c)); taint != nil {
 			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
 		}
+	}
+	if reason := blockedFilter(in, c.Name, current); reason != "" {
+		return reason
 	}
 	// A failure eviction (taint, application) keeps the cluster out while
 	// its task lasts; a scheduler's own removal does not, or a placement
