@@ -117,6 +117,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			}
 		},
 	})
+	_, _ = works.Informer().AddEventHandler(c.preservedStateHandler())
 	// A deleted old Work ends a Directly task.
 	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -204,6 +205,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			continue
 		}
 		a := Assess(task, binding, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
+		a = HoldForPreservedState(a, task, binding, c.carriesPreservedState(binding, task.PreservedLabelState), c.opts.GracefulEvictionTimeout, now)
 		if a.Done {
 			done = append(done, ended{task, a})
 			continue
