@@ -10,6 +10,7 @@ package resourceinterpreter
 
 import (
 	"encoding/json"
+	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,7 +20,8 @@ import (
 )
 
 // maxReflectedStatus bounds the status of kinds without a built-in
-// interpreter that is copied to the hub; larger ones are left out.
+// interpreter that is copied to the hub; the largest fields of a larger one
+// are left out.
 const maxReflectedStatus = 16 << 10
 
 // Health judges obj, which was applied successfully.
@@ -70,7 +72,9 @@ func Health(obj *unstructured.Unstructured) workv1alpha1.ResourceHealth {
 // ReflectStatus returns the part of obj's status reported to the hub: the
 // replica counts of workloads (with generation and observedGeneration), the
 // load balancer of Services and Ingresses, the phase of Pods and PVCs, the
-// whole status (if small) of other kinds, nil when there is none.
+// whole status of other kinds (custom resources: stateful failover reads
+// any field of it) less its largest fields if it is too large, nil when
+// there is none.
 func ReflectStatus(obj *unstructured.Unstructured) *runtime.RawExtension {
 	if obj == nil {
 		return nil
@@ -112,10 +116,52 @@ func ReflectStatus(obj *unstructured.Unstructured) *runtime.RawExtension {
 		status = trimmed
 	}
 	raw, err := json.Marshal(status)
-	if err != nil || len(raw) > maxReflectedStatus || len(status) == 0 {
+	if err == nil && len(raw) > maxReflectedStatus && keep == nil {
+		// A custom resource's status may hold something large (a Flink
+		// job's last reconciled spec) next to what matters (its
+		// checkpoint path, read by stateful failover): leave out the
+		// largest fields rather than the whole status.
+		raw, err = json.Marshal(withoutLargest(status, maxReflectedStatus))
+	}
+	if err != nil || len(raw) > maxReflectedStatus || len(status) == 0 || string(raw) == "{}" {
 		return nil
 	}
 	return &runtime.RawExtension{Raw: raw}
+}
+
+// withoutLargest returns status without its largest top-level fields, as
+// few as it takes for the rest to fit in limit bytes of JSON.
+func withoutLargest(status map[string]any, limit int) map[string]any {
+	type field struct {
+		key  string
+		size int
+	}
+	fields := make([]field, 0, len(status))
+	total := 2 // {}
+	for k, v := range status {
+		b, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		f := field{k, len(k) + 4 + len(b)} // "k": v,
+		fields = append(fields, f)
+		total += f.size
+	}
+	sort.Slice(fields, func(i, j int) bool {
+		if fields[i].size != fields[j].size {
+			return fields[i].size > fields[j].size
+		}
+		return fields[i].key < fields[j].key
+	})
+	out := map[string]any{}
+	for _, f := range fields {
+		if total <= limit {
+			out[f.key] = status[f.key]
+			continue
+		}
+		total -= f.size
+	}
+	return out
 }
 
 func healthy(ok bool) workv1alpha1.ResourceHealth {

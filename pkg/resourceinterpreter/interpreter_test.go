@@ -83,4 +83,29 @@ func TestReflectStatus(t *testing.T) {
 	if ReflectStatus(obj("example.com/v1", "Gadget", 1, nil, big)) != nil {
 		t.Error("an oversized unknown status must not travel to the hub")
 	}
+	// A custom resource's whole status travels, nested fields included:
+	// stateful failover reads status.jobStatus.checkpointPath of a Flink job.
+	flink := obj("flink.example.io/v1beta1", "FlinkDeployment", 2, nil, map[string]any{
+		"jobStatus": map[string]any{"checkpointPath": "ckpt-0042", "state": "RUNNING"}, "lifecycleState": "STABLE"})
+	got = nil
+	if err := json.Unmarshal(ReflectStatus(flink).Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if js, _ := got["jobStatus"].(map[string]any); js["checkpointPath"] != "ckpt-0042" || got["lifecycleState"] != "STABLE" {
+		t.Errorf("FlinkDeployment status reflected as %v; want all of it", got)
+	}
+	// Too large because of one field: that field is left out, the
+	// checkpoint path still travels.
+	flink.Object["status"].(map[string]any)["reconciliationStatus"] = map[string]any{"lastReconciledSpec": string(make([]byte, maxReflectedStatus))}
+	raw := ReflectStatus(flink)
+	if raw == nil || len(raw.Raw) > maxReflectedStatus {
+		t.Fatalf("oversized FlinkDeployment status reflected as %v; want it without its largest field", raw)
+	}
+	got = nil
+	if err := json.Unmarshal(raw.Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if js, _ := got["jobStatus"].(map[string]any); js["checkpointPath"] != "ckpt-0042" || got["reconciliationStatus"] != nil {
+		t.Errorf("oversized FlinkDeployment status reflected as %v; want jobStatus without reconciliationStatus", got)
+	}
 }
