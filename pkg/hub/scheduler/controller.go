@@ -169,6 +169,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	defer c.requeueAtUnblock(key, binding)
 	scheduleType := Trigger(binding, clusters)
 	if scheduleType == "" {
 		if binding.Status.SchedulerObservedGeneration != binding.Generation {
@@ -178,7 +179,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			updated.Status.SchedulerObservedGeneration = binding.Generation
 			return c.bindings.UpdateStatus(ctx, updated)
 		}
-		return nil
+		return c.refreshBlockNote(ctx, binding)
 	}
 	return c.schedule(ctx, binding, clusters, scheduleType)
 }
@@ -348,7 +349,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		scheduledAt = nil
 	}
 	return c.setScheduled(ctx, stored, metav1.ConditionTrue, ReasonScheduled,
-		"scheduled to "+describe(result.Clusters), scheduledAt, result.AffinityName)
+		"scheduled to "+describe(result.Clusters)+blockNote(&binding.Spec, now), scheduledAt, result.AffinityName)
 }
 
 // ApplyResult returns spec with the scheduling result written: a cluster
