@@ -42,7 +42,8 @@ Flotilla objects pass through unchanged.
 
 With --from-karmada, Karmada objects are converted as well: PropagationPolicy,
 ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy, ClusterTaintPolicy,
-Remedy, Cluster and MultiClusterIngress become their Flotilla kinds. Every field
+Remedy, Cluster, MultiClusterIngress and WorkloadRebalancer become their Flotilla
+kinds (purgeMode Immediately/Graciously is written Directly/Gracefully). Every field
 or object Flotilla does not support is reported on standard error with its path,
 and nothing is written unless --allow-unsupported is given.
 

@@ -72,7 +72,8 @@ func TestWrapCommand(t *testing.T) {
 		}
 		for _, want := range []string{
 			"unsupported: PropagationPolicy default/nginx: spec.placement.replicaScheduling.foo: not supported by Flotilla, dropped",
-			"unsupported: FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted",
+			"unsupported: FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla (no federated autoscaling), not emitted",
+			"unsupported: PropagationPolicy default/nginx: spec.schedulerName: not supported by Flotilla (Flotilla has one scheduler, in the hub), dropped",
 			"--allow-unsupported",
 		} {
 			if !strings.Contains(stderr, want) {
@@ -82,12 +83,43 @@ func TestWrapCommand(t *testing.T) {
 	})
 	t.Run("--allow-unsupported writes what converts", func(t *testing.T) {
 		out, stderr, err := runHubWrap(t, "", "wrap", "--from-karmada", "--allow-unsupported", "-f", karmadaTestdata+"/unsupported.yaml")
-		if err != nil || !strings.Contains(stderr, "spec.propagateDeps: not supported by Flotilla, dropped") {
+		if err != nil || !strings.Contains(stderr, "spec.preemption: not supported by Flotilla") {
 			t.Fatalf("err %v, stderr\n%s", err, stderr)
 		}
-		if strings.Contains(out, "karmada.io/v1alpha1") || strings.Contains(out, "propagateDeps") ||
+		if strings.Contains(out, "karmada.io/v1alpha1") || strings.Contains(out, "preemption") || strings.Contains(out, ".readyReplicas") ||
 			strings.Count(out, "apiVersion: policy.flotilla.io/v1alpha1") != 2 || strings.Contains(out, "FederatedHPA") {
 			t.Errorf("output\n%s", out)
+		}
+	})
+	// Issue 18: what Karmada added since the seeds converts, with notes
+	// and no report: propagateDeps, dependentOverrides, conflictResolution,
+	// statePreservation (application and cluster), preConditions,
+	// blockPredecessorSeconds, the purge modes of every release, and
+	// WorkloadRebalancer.
+	t.Run("issue 18 fields convert", func(t *testing.T) {
+		args := []string{"wrap", "--from-karmada"}
+		for _, f := range []string{"002-application-failover.yaml", "003-template-propagation-override.yaml", "issue18-stateful-failover.yaml",
+			"issue18-karmada-v1.12.yaml", "issue18-propagate-deps.yaml", "issue18-workloadrebalancer.yaml"} {
+			args = append(args, "-f", karmadaTestdata+"/"+f)
+		}
+		out, stderr, err := runHubWrap(t, "", args...)
+		if err != nil || strings.Contains(stderr, "unsupported:") {
+			t.Fatalf("err %v, stderr\n%s", err, stderr)
+		}
+		for _, want := range []string{"propagateDeps: true", "dependentOverrides:", "conflictResolution: Overwrite", "statePreservation:",
+			"aliasLabelName: flink.example.io/checkpoint-path", "preConditions:", "delaySeconds: 5000", "blockPredecessorSeconds: 0",
+			"apiVersion: apps.flotilla.io/v1alpha1\nkind: WorkloadRebalancer", "ttlSecondsAfterFinished: 60"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		for _, unwanted := range []string{"karmada.io/v1alpha1", "Immediately", "Graciously", "association", "healthyState:\n        - Unhealthy", "observedWorkloads"} {
+			if strings.Contains(out, unwanted) {
+				t.Errorf("output has %q", unwanted)
+			}
+		}
+		if !strings.Contains(stderr, "note: Deployment shop/web needs Secret web-db") {
+			t.Errorf("stderr lacks the missing dependency:\n%s", stderr)
 		}
 	})
 	t.Run("Karmada input without --from-karmada", func(t *testing.T) {

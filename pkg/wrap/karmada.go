@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -46,6 +47,10 @@ var karmadaKinds = map[schema.GroupKind]karmadaTarget{
 	{Group: "cluster.karmada.io", Kind: "Cluster"}:                {clusterv1alpha1.SchemeGroupVersion.WithKind("Cluster"), false},
 	{Group: "remedy.karmada.io", Kind: "Remedy"}:                  {remedyv1alpha1.SchemeGroupVersion.WithKind("Remedy"), false},
 	{Group: "networking.karmada.io", Kind: "MultiClusterIngress"}: {networkingv1alpha1.SchemeGroupVersion.WithKind("MultiClusterIngress"), true},
+	// Its workloads name native objects (apiVersion, kind, namespace,
+	// name); Flotilla's name a template's embedded object the same way, and
+	// wrap keeps that object as it is, so the references stay valid.
+	{Group: "apps.karmada.io", Kind: "WorkloadRebalancer"}: {appsv1alpha1.SchemeGroupVersion.WithKind("WorkloadRebalancer"), false},
 }
 
 // karmadaKeys maps Karmada's well-known label, annotation and taint keys to
@@ -65,7 +70,8 @@ var karmadaKeys = map[string]string{
 // convertKarmada turns one Karmada object into its Flotilla equivalent, or
 // returns nil (with a Finding) when Flotilla has no such kind. Fields
 // Flotilla's types cannot hold are dropped and reported in res.Unsupported.
-func convertKarmada(s sourced, defaultNamespace string, res *Result) (*unstructured.Unstructured, error) {
+func convertKarmada(s sourced, opts Options, res *Result) (*unstructured.Unstructured, error) {
+	defaultNamespace := opts.Namespace
 	gvk := s.obj.GroupVersionKind()
 	target, ok := karmadaKinds[gvk.GroupKind()]
 	if !ok || gvk.Version != karmadaVersion {
@@ -75,6 +81,9 @@ func convertKarmada(s sourced, defaultNamespace string, res *Result) (*unstructu
 			msg = fmt.Sprintf("version %s not supported (Flotilla converts %s), not emitted", gvk.Version, karmadaVersion)
 		case gvk.Group == "work.karmada.io":
 			msg = "written by Karmada's controllers; the Flotilla hub makes its own, not emitted"
+		}
+		if hint, ok := unsupportedKindHints[gvk.GroupKind()]; ok && msg == "kind not supported by Flotilla, not emitted" {
+			msg = "kind not supported by Flotilla (" + hint + "), not emitted"
 		}
 		res.Unsupported = append(res.Unsupported, Finding{
 			Object:  describe(gvk.Kind, s.obj.GetNamespace(), s.obj.GetName()) + " (" + gvk.GroupVersion().String() + ")",
@@ -102,10 +111,23 @@ func convertKarmada(s sourced, defaultNamespace string, res *Result) (*unstructu
 	if target.gvk.Kind == "OverridePolicy" || target.gvk.Kind == "ClusterOverridePolicy" {
 		moveDeprecatedOverriders(obj.Object, desc, s.src, res)
 	}
+	isPropagationPolicy := target.gvk.Kind == "PropagationPolicy" || target.gvk.Kind == "ClusterPropagationPolicy"
+	if isPropagationPolicy {
+		prepareKarmadaPolicy(obj.Object, desc, s.src, res)
+	}
 
 	problems, err := dropUnsupported(obj.Object, target.gvk)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", s.src, desc, err)
+	}
+	for i := range problems {
+		problems[i] = explainUnsupported(problems[i])
+	}
+	if isPropagationPolicy {
+		problems = append(problems, checkStatePreservation(obj.Object)...)
+	}
+	if target.gvk.Kind == "WorkloadRebalancer" {
+		rebalancerNotes(obj.Object, desc, s.src, opts, res)
 	}
 	// Flotilla members are always pulled by their agent: Push is a value
 	// the API refuses, not a field, so the strict decode above cannot see it.

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
@@ -118,13 +120,16 @@ func TestKarmadaSeeds(t *testing.T) {
 			}},
 		{file: "002-application-failover.yaml",
 			kinds: []string{"PropagationPolicy seeds/nginx-propagation"},
-			unsupported: []string{"spec.failover.application.decisionConditions.healthyState",
-				"spec.failover.application.preConditions"},
+			// preConditions converts (issue 18); healthyState [Unhealthy]
+			// is what Flotilla does and goes with a note.
 			check: func(t *testing.T, objs []runtime.Object) {
 				pp := objs[0].(*policyv1alpha1.PropagationPolicy)
 				if !reflect.DeepEqual(pp.Spec.ResourceSelectors, twoSelectors) || !reflect.DeepEqual(pp.Spec.Placement.ClusterAffinity, m1m2) ||
 					pp.Spec.Failover == nil || *pp.Spec.Failover.Application.DecisionConditions.TolerationSeconds != 200 {
 					t.Errorf("spec %+v", pp.Spec)
+				}
+				if pc := pp.Spec.Failover.Application.PreConditions; pc == nil || pc.DelaySeconds == nil || *pc.DelaySeconds != 5000 || pc.HealthyState != "" {
+					t.Errorf("preConditions %+v", pc)
 				}
 			}},
 		{file: "002-failover-per-kind.yaml",
@@ -140,8 +145,10 @@ func TestKarmadaSeeds(t *testing.T) {
 		{file: "003-template-propagation-override.yaml",
 			kinds: []string{"ResourceTemplate default/nginx", "PropagationPolicy default/nginx-propagation",
 				"OverridePolicy default/nginx-override"},
-			unsupported: []string{"spec.dependentOverrides"},
 			check: func(t *testing.T, objs []runtime.Object) {
+				if do := objs[1].(*policyv1alpha1.PropagationPolicy).Spec.DependentOverrides; !reflect.DeepEqual(do, []string{"nginx-override"}) {
+					t.Errorf("dependentOverrides %v", do)
+				}
 				op := objs[2].(*policyv1alpha1.OverridePolicy)
 				if len(op.Spec.OverrideRules) != 1 || !reflect.DeepEqual(op.Spec.OverrideRules[0].TargetCluster.ClusterNames, []string{"member2"}) {
 					t.Fatalf("override rules %+v", op.Spec.OverrideRules)
@@ -180,9 +187,10 @@ func TestKarmadaSeeds(t *testing.T) {
 			}},
 		{file: "unsupported.yaml",
 			kinds: []string{"PropagationPolicy default/nginx", "OverridePolicy default/nginx"},
-			unsupported: []string{"spec.failover.application.statePreservation", "spec.overrideRules[0].overriders.fieldOverrider",
-				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo", "spec.preemption",
-				"spec.propagateDeps", "spec.schedulerName"},
+			unsupported: []string{"spec.activationPreference", "spec.failover.application.statePreservation.rules[1]",
+				"spec.overrideRules[0].overriders.fieldOverrider",
+				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo", "spec.placement.workloadAffinity",
+				"spec.preemption", "spec.schedulePriority", "spec.schedulerName"},
 			check: func(t *testing.T, objs []runtime.Object) {
 				pp := objs[0].(*policyv1alpha1.PropagationPolicy)
 				a := pp.Spec.Failover.Application
@@ -190,9 +198,78 @@ func TestKarmadaSeeds(t *testing.T) {
 					pp.Spec.Placement.SpreadConstraints[0].SpreadByField != "cluster" || pp.Spec.Placement.ReplicaScheduling.ReplicaDivisionPreference != "Weighted" {
 					t.Errorf("kept fields lost: %+v", pp.Spec)
 				}
+				// The rule without braces goes; the other stays.
+				if sp := a.StatePreservation; sp == nil || !reflect.DeepEqual(sp.Rules, []policyv1alpha1.StatePreservationRule{
+					{AliasLabelName: "application.karmada.io/replicas", JSONPath: "{ .replicas }"}}) {
+					t.Errorf("statePreservation %+v", sp)
+				}
 				op := objs[1].(*policyv1alpha1.OverridePolicy)
 				if img := op.Spec.OverrideRules[0].Overriders.ImageOverrider; len(img) != 1 || img[0].Value != "registry.example.com" {
 					t.Errorf("imageOverrider lost: %+v", op.Spec.OverrideRules)
+				}
+			}},
+		{file: "issue18-stateful-failover.yaml",
+			kinds: []string{"ResourceTemplate streaming/fraud-detector", "PropagationPolicy streaming/fraud-detector"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				f := objs[1].(*policyv1alpha1.PropagationPolicy).Spec.Failover
+				want := &policyv1alpha1.FailoverBehavior{
+					Application: &policyv1alpha1.ApplicationFailoverBehavior{
+						DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: ptr.To[int32](60)},
+						PurgeMode:          policyv1alpha1.PurgeModeDirectly,
+						StatePreservation: &policyv1alpha1.StatePreservation{Rules: []policyv1alpha1.StatePreservationRule{
+							{AliasLabelName: "flink.example.io/checkpoint-path", JSONPath: "{ .jobStatus.checkpointPath }"},
+							{AliasLabelName: "application.karmada.io/failover-jobid", JSONPath: "{.jobStatus.jobId}"}}}},
+					Cluster: &policyv1alpha1.ClusterFailoverBehavior{
+						PurgeMode: policyv1alpha1.PurgeModeDirectly,
+						StatePreservation: &policyv1alpha1.StatePreservation{Rules: []policyv1alpha1.StatePreservationRule{
+							{AliasLabelName: "flink.example.io/checkpoint-path", JSONPath: "{.jobStatus.checkpointPath}"}}}},
+				}
+				if !reflect.DeepEqual(f, want) {
+					t.Errorf("failover %s", toJSON(f))
+				}
+				if raw := string(objs[0].(*workv1alpha1.ResourceTemplate).Spec.Manifest.Raw); strings.Contains(raw, "checkpoints/fraud") {
+					t.Errorf("the source's status was kept: %s", raw)
+				}
+			}},
+		{file: "issue18-karmada-v1.12.yaml",
+			kinds: []string{"ClusterPropagationPolicy flink-jobs", "PropagationPolicy shop/web"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				cpp := objs[0].(*policyv1alpha1.ClusterPropagationPolicy).Spec
+				a := cpp.Failover.Application
+				if !cpp.PropagateDeps || cpp.ConflictResolution != policyv1alpha1.ConflictOverwrite ||
+					a.PurgeMode != policyv1alpha1.PurgeModeDirectly || cpp.Failover.Cluster.PurgeMode != policyv1alpha1.PurgeModeGracefully ||
+					a.BlockPredecessorSeconds == nil || *a.BlockPredecessorSeconds != 0 ||
+					!reflect.DeepEqual(a.PreConditions, &policyv1alpha1.PreConditions{DelaySeconds: ptr.To[int32](120), HealthyState: policyv1alpha1.HealthyStateHealthy}) ||
+					len(a.StatePreservation.Rules) != 1 {
+					t.Errorf("ClusterPropagationPolicy %s", toJSON(cpp))
+				}
+				pa := objs[1].(*policyv1alpha1.PropagationPolicy).Spec.Failover.Application
+				if pa.PurgeMode != policyv1alpha1.PurgeModeGracefully || *pa.GracePeriodSeconds != 300 || *pa.BlockPredecessorSeconds != 600 {
+					t.Errorf("PropagationPolicy failover %s", toJSON(pa))
+				}
+			}},
+		{file: "issue18-propagate-deps.yaml",
+			kinds: []string{"ResourceTemplate shop/web-deployment", "ResourceTemplate shop/web-config", "ResourceTemplate shop/web-serviceaccount",
+				"ResourceTemplate shop/web-data", "PropagationPolicy shop/web", "OverridePolicy shop/web-images"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				pp := objs[4].(*policyv1alpha1.PropagationPolicy).Spec
+				if !pp.PropagateDeps || !reflect.DeepEqual(pp.DependentOverrides, []string{"web-images"}) || pp.ConflictResolution != policyv1alpha1.ConflictOverwrite {
+					t.Errorf("PropagationPolicy %s", toJSON(pp))
+				}
+			}},
+		{file: "issue18-workloadrebalancer.yaml",
+			kinds: []string{"WorkloadRebalancer demo"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				wr := objs[0].(*appsv1alpha1.WorkloadRebalancer)
+				want := appsv1alpha1.WorkloadRebalancerSpec{
+					Workloads: []appsv1alpha1.ObjectReference{
+						{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "demo-deploy-1"},
+						{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "demo-deploy-2"},
+						{APIVersion: "v1", Kind: "ConfigMap", Name: "demo-config"}},
+					TTLSecondsAfterFinished: ptr.To[int32](60)}
+				if !reflect.DeepEqual(wr.Spec, want) || !reflect.DeepEqual(wr.Status, appsv1alpha1.WorkloadRebalancerStatus{}) ||
+					wr.UID != "" || wr.ResourceVersion != "" || wr.Namespace != "" {
+					t.Errorf("WorkloadRebalancer %s", toJSON(wr))
 				}
 			}},
 	}
@@ -232,19 +309,32 @@ func TestKarmadaUnsupportedKinds(t *testing.T) {
 		}
 	}
 	want := []string{
-		"ResourceInterpreterCustomization declarative-configuration-example (config.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted (unsupported.yaml, document 3)",
-		"FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted (unsupported.yaml, document 4)",
+		"ResourceInterpreterCustomization declarative-configuration-example (config.karmada.io/v1alpha1): kind not supported by Flotilla " +
+			"(no resource interpreter; list a workload's other dependencies in its template's spec.dependencies), not emitted (unsupported.yaml, document 3)",
+		"FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla (no federated autoscaling), not emitted (unsupported.yaml, document 4)",
 		"Remedy foo (rededition.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted (unsupported.yaml, document 5)",
 	}
 	if !reflect.DeepEqual(whole, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(whole, "\n"), strings.Join(want, "\n"))
 	}
+	// Karmada fields Flotilla lacks say why; unknown ones only that they
+	// are not supported.
+	lines := map[string]string{
+		"spec.placement.replicaScheduling.foo": "PropagationPolicy default/nginx: spec.placement.replicaScheduling.foo: not supported by Flotilla, dropped (unsupported.yaml, document 1)",
+		"spec.schedulerName":                   "PropagationPolicy default/nginx: spec.schedulerName: not supported by Flotilla (Flotilla has one scheduler, in the hub), dropped (unsupported.yaml, document 1)",
+		"spec.failover.application.statePreservation.rules[1]": `PropagationPolicy default/nginx: spec.failover.application.statePreservation.rules[1]: jsonPath ".readyReplicas" is not a JSONPath template in braces, ` +
+			"e.g. {.jobStatus.checkpointPath} (Karmada would carry the text itself), rule dropped (unsupported.yaml, document 1)",
+	}
 	for _, f := range res.Unsupported {
-		if f.Path == "spec.placement.replicaScheduling.foo" {
-			if got := f.String(); got != "PropagationPolicy default/nginx: spec.placement.replicaScheduling.foo: not supported by Flotilla, dropped (unsupported.yaml, document 1)" {
-				t.Errorf("report line %q", got)
+		if want, ok := lines[f.Path]; ok {
+			delete(lines, f.Path)
+			if got := f.String(); got != want {
+				t.Errorf("report line\n%s\nwant\n%s", got, want)
 			}
 		}
+	}
+	if len(lines) > 0 {
+		t.Errorf("not reported: %v", lines)
 	}
 
 	const other = `apiVersion: work.karmada.io/v1alpha2

@@ -172,6 +172,7 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 	res := &Result{}
 	var errs []error
 	var natives []*pending
+	var converted []*unstructured.Unstructured
 	noted := map[schema.GroupKind]bool{}
 	for _, in := range inputs {
 		objs, err := decodeInput(in)
@@ -193,13 +194,14 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 						s.src, gvk.Kind, s.obj.GetName()))
 					continue
 				}
-				out, err := convertKarmada(s, opts.Namespace, res)
+				out, err := convertKarmada(s, opts, res)
 				if err != nil {
 					errs = append(errs, err)
 					continue
 				}
 				if out != nil {
 					res.Objects = append(res.Objects, out)
+					converted = append(converted, out)
 				}
 			default:
 				p := &pending{sourced: s}
@@ -216,6 +218,7 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 	if err := makeTemplates(natives, opts, res); err != nil {
 		return nil, err
 	}
+	noteMissingDeps(converted, natives, res)
 	return res, nil
 }
 
