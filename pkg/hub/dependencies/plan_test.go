@@ -64,10 +64,10 @@ func TestResolve(t *testing.T) {
 			candidates: []*workv1alpha1.ResourceTemplate{template("b", "creds", secret, now)}, problem: "no ResourceTemplate of namespace a"},
 		{name: "a template of the namespace holding another namespace's object is refused", ref: ref("Secret", "creds"),
 			candidates: []*workv1alpha1.ResourceTemplate{template("a", "steal", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"creds","namespace":"b"}}`, now)},
-			problem: `holds an object of namespace "b"`},
+			problem:    `holds an object of namespace "b"`},
 		{name: "cluster-scoped objects are refused", ref: workv1alpha1.DependencyReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "admin"},
 			candidates: []*workv1alpha1.ResourceTemplate{template("a", "admin", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"admin"}}`, now)},
-			problem: "cluster-scoped"},
+			problem:    "cluster-scoped"},
 		{name: "two templates of one object: the older holds it", ref: ref("Secret", "creds"),
 			candidates: []*workv1alpha1.ResourceTemplate{template("a", "new", secret, now), template("a", "old", secret, now.Add(-time.Hour))}, wantName: "old"},
 	}
