@@ -280,8 +280,20 @@ func EvictCluster(spec *workv1alpha1.ResourceBindingSpec, task workv1alpha1.Grac
 		task.ClustersBeforeFailover = append(task.ClustersBeforeFailover, t.Name)
 	}
 	spec.Clusters = slices.Delete(slices.Clone(spec.Clusters), i, i+1)
-	if !slices.ContainsFunc(spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == task.FromCluster }) {
+	switch j := slices.IndexFunc(spec.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == task.FromCluster }); {
+	case j < 0:
 		spec.GracefulEvictionTasks = append(spec.GracefulEvictionTasks, task)
+	case spec.GracefulEvictionTasks[j].Producer == workv1alpha1.EvictionProducerScheduler:
+		// A placed cluster with a scheduler task is being shrunk gracefully
+		// (a rebalance, a failback): the failure wins (its purge mode,
+		// reason, and the scheduler keeps the cluster out while it lasts),
+		// and the copy's size is what it runs now, the shrink's old count.
+		old := spec.GracefulEvictionTasks[j]
+		if old.Replicas != nil && *old.Replicas > replicas {
+			task.Replicas = old.Replicas
+		}
+		spec.GracefulEvictionTasks = slices.Clone(spec.GracefulEvictionTasks)
+		spec.GracefulEvictionTasks[j] = task
 	}
 	spec.EvictionHistory = append(spec.EvictionHistory, workv1alpha1.EvictionHistoryEntry{
 		ClusterName: task.FromCluster, Reason: task.Reason, EvictedAt: now})

@@ -348,7 +348,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			// (or a finalizer put back) now would hold the namespace forever.
 			continue
 		}
-		want, err := c.render(binding, obj, templateGeneration, cluster, target, clusterPolicies, policies)
+		want, err := c.render(binding, obj, templateGeneration, cluster, shrinkingTarget(binding, target), clusterPolicies, policies)
 		if err != nil {
 			overrideErrs[target.Name] = err
 			reason := EventApplyOverrideFailed

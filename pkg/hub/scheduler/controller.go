@@ -337,8 +337,12 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 			return err
 		}
 		msg := "Scheduled to " + describe(result.Clusters)
-		if removed := newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks); len(removed) > 0 {
+		removed, shrunk := splitPlaced(newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks), result.Clusters)
+		if len(removed) > 0 {
 			msg += fmt.Sprintf("; removing %v gracefully (their copies stay until the new placement is healthy)", removed)
+		}
+		if len(shrunk) > 0 {
+			msg += fmt.Sprintf("; shrinking %v gracefully (they keep their old replicas until the new placement is healthy)", shrunk)
 		}
 		logger.Info("Binding scheduled", "clusters", describe(result.Clusters), "message", msg)
 		c.event(binding, "Normal", EventScheduleSucceed, msg)
@@ -357,7 +361,9 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 // a graceful eviction task in the same update, so its copy stays until the
 // new placement is healthy; a removal is not a failure, so it leaves no
 // eviction history. A cluster placed again while the scheduler's own task
-// for it is open keeps its copy: the task is dropped. spec is not changed.
+// for it is open keeps its copy: the task is dropped. A reschedule someone
+// asked for also shrinks kept clusters gracefully (placedTasks), and its
+// tasks carry spec.rescheduleReason. spec is not changed.
 func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.TargetCluster,
 	clusters []*clusterv1alpha1.Cluster, now metav1.Time, scheduleType string) *workv1alpha1.ResourceBindingSpec {
 	out := spec.DeepCopy()
@@ -365,13 +371,13 @@ func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.T
 	placed := func(name string) bool {
 		return slices.ContainsFunc(result, func(t workv1alpha1.TargetCluster) bool { return t.Name == name })
 	}
-	out.GracefulEvictionTasks = slices.DeleteFunc(out.GracefulEvictionTasks, func(t workv1alpha1.GracefulEvictionTask) bool {
-		return t.Producer == workv1alpha1.EvictionProducerScheduler && placed(t.FromCluster)
-	})
 	var before []string
 	for _, t := range spec.Clusters {
 		before = append(before, t.Name)
 	}
+	// Placed clusters: a graceful shrink keeps the old count (shrink.go).
+	reason := taskReason(spec, scheduleType)
+	out.GracefulEvictionTasks = placedTasks(spec, result, now, scheduleType, reason, before)
 	for _, t := range spec.Clusters {
 		if placed(t.Name) || slices.ContainsFunc(out.GracefulEvictionTasks, func(task workv1alpha1.GracefulEvictionTask) bool {
 			return task.FromCluster == t.Name
@@ -391,7 +397,7 @@ func ApplyResult(spec *workv1alpha1.ResourceBindingSpec, result []workv1alpha1.T
 			FromCluster: t.Name,
 			PurgeMode:   policyv1alpha1.PurgeModeGracefully,
 			Replicas:    replicas,
-			Reason:      workv1alpha1.EvictionReasonRescheduled,
+			Reason:      reason,
 			Producer:    workv1alpha1.EvictionProducerScheduler,
 			Message: fmt.Sprintf("the scheduler took the cluster out of the placement (%s); its copy stays until the new placement is healthy",
 				scheduleType),
