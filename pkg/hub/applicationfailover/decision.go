@@ -22,6 +22,7 @@ import (
 	"time"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 func statusOf(status []workv1alpha1.AggregatedStatusItem, cluster string) *workv1alpha1.AggregatedStatusItem {
@@ -42,8 +43,9 @@ func statusOf(status []workv1alpha1.AggregatedStatusItem, cluster string) *workv
 //
 // "At least two" counts the placed clusters plus the clusters it was
 // evicted from for ApplicationFailure that the scheduler still keeps it
-// off (open ApplicationFailure tasks, and eviction history entries younger
-// than historyTTL; 0 counts all). A workload placed on one cluster is
+// off (open ApplicationFailure tasks, eviction history entries younger
+// than historyTTL (0 counts all), and clusters blockPredecessorSeconds
+// blocks). A workload placed on one cluster is
 // moved once (it may be that cluster), and held if it fails on the next
 // one too, or again on the same one (it came back, nothing else could take
 // it). A placed cluster that has not reported the current generation,
@@ -73,8 +75,14 @@ func UnhealthyEverywhere(spec *workv1alpha1.ResourceBindingSpec, status []workv1
 			note(task.FromCluster)
 		}
 	}
+	// A cluster blockPredecessorSeconds still blocks is kept off however
+	// old its entry is.
+	blocked := map[string]bool{}
+	for _, b := range workobjects.PredecessorBlocks(spec, now) {
+		blocked[b.Cluster] = true
+	}
 	for _, h := range spec.EvictionHistory {
-		if h.Reason == workv1alpha1.EvictionReasonApplicationFailure && (historyTTL <= 0 || now.Sub(h.EvictedAt.Time) < historyTTL) {
+		if h.Reason == workv1alpha1.EvictionReasonApplicationFailure && (historyTTL <= 0 || now.Sub(h.EvictedAt.Time) < historyTTL || blocked[h.ClusterName]) {
 			note(h.ClusterName)
 		}
 	}

@@ -39,7 +39,9 @@ func TestDecidePreConditions(t *testing.T) {
 		}
 		return it
 	}
-	delay := func(s int32) *policyv1alpha1.PreConditions { return &policyv1alpha1.PreConditions{DelaySeconds: ptr.To(s)} }
+	delay := func(s int32) *policyv1alpha1.PreConditions {
+		return &policyv1alpha1.PreConditions{DelaySeconds: ptr.To(s)}
+	}
 	healthyOnce := &policyv1alpha1.PreConditions{HealthyState: policyv1alpha1.HealthyStateHealthy}
 	for _, c := range []struct {
 		name    string
@@ -67,7 +69,7 @@ func TestDecidePreConditions(t *testing.T) {
 		{name: "never healthy: never counts", item: unhealthy(time.Hour, time.Hour, false), pre: healthyOnce, waiting: "never been Healthy"},
 		{name: "healthy once: counts", item: unhealthy(time.Hour, time.Hour, true), pre: healthyOnce, due: true},
 		{name: "both: healthy once but in the delay", item: unhealthy(time.Minute, time.Minute, true),
-			pre: &policyv1alpha1.PreConditions{DelaySeconds: ptr.To[int32](120), HealthyState: policyv1alpha1.HealthyStateHealthy},
+			pre:   &policyv1alpha1.PreConditions{DelaySeconds: ptr.To[int32](120), HealthyState: policyv1alpha1.HealthyStateHealthy},
 			after: 90 * time.Second, waiting: "delaySeconds"},
 		{name: "both: never healthy wins over an elapsed delay", item: unhealthy(time.Hour, time.Hour, false),
 			pre: &policyv1alpha1.PreConditions{DelaySeconds: ptr.To[int32](1), HealthyState: policyv1alpha1.HealthyStateHealthy}, waiting: "never been Healthy"},
@@ -86,5 +88,30 @@ func TestDecidePreConditions(t *testing.T) {
 				t.Errorf("Waiting = %q, want it to contain %q", v.Waiting, c.waiting)
 			}
 		})
+	}
+}
+
+// A cluster blockPredecessorSeconds keeps the workload off counts as one
+// it failed on, however old its history entry: the scheduler will not
+// take it back there, so a failure on the next cluster is the second.
+func TestUnhealthyEverywhereCountsBlockedClusters(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	old := []workv1alpha1.EvictionHistoryEntry{{ClusterName: "z", Reason: workv1alpha1.EvictionReasonApplicationFailure, EvictedAt: metav1.NewTime(now.Add(-time.Hour))}}
+	status := []workv1alpha1.AggregatedStatusItem{{ClusterName: "a", Health: workv1alpha1.ResourceUnhealthy, ObservedGeneration: 3}}
+	for _, tc := range []struct {
+		name  string
+		block *int32
+		want  bool
+	}{
+		{name: "no block: the old entry is past the TTL"},
+		{name: "blocked for good", block: ptr.To[int32](0), want: true},
+		{name: "blocked for two hours", block: ptr.To[int32](7200), want: true},
+		{name: "block ended", block: ptr.To[int32](60)},
+	} {
+		spec := workv1alpha1.ResourceBindingSpec{Clusters: []workv1alpha1.TargetCluster{{Name: "a"}}, EvictionHistory: old,
+			Failover: &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{BlockPredecessorSeconds: tc.block}}}
+		if got := UnhealthyEverywhere(&spec, status, 3, now, 10*time.Minute); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
