@@ -75,6 +75,9 @@ type Controller struct {
 	// bindingIndexers index both binding kinds by their tasks' clusters.
 	bindingIndexers []cache.Indexer
 	queue           workqueue.TypedRateLimitingInterface[string]
+	// requiredBy index bindings by the bindings that require them
+	// (dependencies.go).
+	requiredBy []cache.Indexer
 }
 
 // NewController wires the controller to factory's informers.
@@ -106,6 +109,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		utilruntime.Must(inf.AddIndexers(cache.Indexers{taskClusterIndex: taskClusters}))
 		c.bindingIndexers = append(c.bindingIndexers, inf.GetIndexer())
 	}
+	c.watchDependencies(bindingInformers)
 	// A cluster that turns fit again may cancel the evictions from it that
 	// nothing replaced (Cancellable).
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -194,6 +198,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	var done, cancelled []ended
 	var recheck time.Duration
 	updated := binding.DeepCopy()
+	// Not healthy where the workload's dependencies are not applied yet.
+	gated := c.gateOnDependencies(binding)
 	for i := range binding.Spec.GracefulEvictionTasks {
 		task := &binding.Spec.GracefulEvictionTasks[i]
 		// Judged against the spec as already updated: two tasks cancelled
@@ -204,7 +210,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			cancelled = append(cancelled, ended{task, Assessment{Done: true, Why: cn.Why, Outcome: "cancelled"}})
 			continue
 		}
-		a := Assess(task, binding, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
+		a := Assess(task, gated, c.oldWorkGone(binding, task.FromCluster), c.opts.GracefulEvictionTimeout, now)
 		a = HoldForPreservedState(a, task, binding, c.carriesPreservedState(binding, task.PreservedLabelState), c.opts.GracefulEvictionTimeout, now)
 		if a.Done {
 			done = append(done, ended{task, a})
