@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/hub/app"
+	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -37,9 +41,9 @@ const seedsDir = "../../pkg/wrap/testdata/karmada/"
 //     member2 runs 3;
 //   - seed 001 Duplicated on 2 of member1,2,3,5 → member1 and member2 run 2
 //     each; member1 fails → member2 stays, member3 or member5 takes over;
-//   - seed 002 application failover (with --allow-unsupported: the
-//     proposal-only fields dropped) → tolerationSeconds 200 reaches the
-//     binding; the e2e nginx Deployment, wrapped, runs on both clusters;
+//   - seed 002 application failover → tolerationSeconds 200 and
+//     preConditions.delaySeconds 5000 reach the binding; the e2e nginx
+//     Deployment, wrapped, runs on both clusters;
 //   - seed 003 template + policy + deprecated-form OverridePolicy → member1
 //     runs 1 replica, member2 2;
 //   - seed 004 Remedy → TrafficControl on a cluster whose DNS fails.
@@ -74,8 +78,10 @@ func TestWrapKarmadaSeedsOnHub(t *testing.T) {
 	}
 	apply("seed000", "-f", seedsDir+"000-divided-weighted.yaml")
 	apply("seed001-duplicated", "-f", seedsDir+"001-duplicated.yaml")
-	apply("seed002", "--allow-unsupported", "-f", seedsDir+"002-application-failover.yaml", "-f", "../../e2e/testdata/nginx-deployment.yaml")
-	apply("default", "--allow-unsupported", "-f", seedsDir+"003-template-propagation-override.yaml")
+	// Seeds 002 and 003 convert whole since issue 18 (preConditions,
+	// dependentOverrides): no --allow-unsupported.
+	apply("seed002", "-f", seedsDir+"002-application-failover.yaml", "-f", "../../e2e/testdata/nginx-deployment.yaml")
+	apply("default", "-f", seedsDir+"003-template-propagation-override.yaml")
 	apply("default", "-f", seedsDir+"004-remedy.yaml")
 
 	const binding = "nginx-deployment"
@@ -87,8 +93,9 @@ func TestWrapKarmadaSeedsOnHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f := rb.Spec.Failover; f == nil || f.Application == nil || f.Application.DecisionConditions.TolerationSeconds == nil ||
-		*f.Application.DecisionConditions.TolerationSeconds != 200 {
-		t.Errorf("seed 002 binding failover = %+v, want application failover after 200s", f)
+		*f.Application.DecisionConditions.TolerationSeconds != 200 ||
+		f.Application.PreConditions == nil || f.Application.PreConditions.DelaySeconds == nil || *f.Application.PreConditions.DelaySeconds != 5000 {
+		t.Errorf("seed 002 binding failover = %+v, want application failover after 200s, preConditions.delaySeconds 5000", f)
 	}
 	// Seed 003: "member1 runs 1 pod, member2 runs 2": Duplicated 1 replica,
 	// and the OverridePolicy sets 2 on member2.
@@ -184,6 +191,10 @@ func createFlotilla(ctx context.Context, t *testing.T, fc flotillaclient.Interfa
 		_, err = fc.PolicyV1alpha1().PropagationPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *policyv1alpha1.OverridePolicy:
 		_, err = fc.PolicyV1alpha1().OverridePolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *policyv1alpha1.ClusterPropagationPolicy:
+		_, err = fc.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1alpha1.WorkloadRebalancer:
+		_, err = fc.AppsV1alpha1().WorkloadRebalancers().Create(ctx, o, metav1.CreateOptions{})
 	case *remedyv1alpha1.Remedy:
 		_, err = fc.RemedyV1alpha1().Remedies().Create(ctx, o, metav1.CreateOptions{})
 	default:
@@ -192,4 +203,166 @@ func createFlotilla(ctx context.Context, t *testing.T, fc flotillaclient.Interfa
 	if err != nil {
 		t.Fatalf("creating %T: %v", obj, err)
 	}
+}
+
+// Issue 18: the Karmada fields `hub wrap --from-karmada` now converts are
+// accepted by the real CRDs, keep their values, and take effect on a real
+// hub:
+//   - stateful failover (v1.15 spelling: Directly, application and cluster
+//     statePreservation) and the v1.12 spelling (Immediately, Graciously,
+//     association) with the proposal's preConditions and
+//     blockPredecessorSeconds: created as converted, read back unchanged,
+//     copied to the bindings;
+//   - propagateDeps + dependentOverrides + conflictResolution: the
+//     workload waits for its OverridePolicy (DependentOverridesMissing),
+//     then runs 1:2 with the override applied on member2;
+//   - a WorkloadRebalancer naming the wrapped Deployment by its native
+//     reference is accepted as converted.
+func TestWrapKarmadaIssue18OnHub(t *testing.T) {
+	var kubeconfig string
+	ctx, fc := startHubWith(t, func(o *app.Options) {
+		kubeconfig = o.Kubeconfig
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	for _, ns := range []string{"streaming", "shop"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
+	convert := func(args ...string) []runtime.Object {
+		t.Helper()
+		return decodeFlotillaStream(t, hubWrap(t, append([]string{"wrap", "--from-karmada"}, args...)...))
+	}
+
+	// Stateful failover, both spellings: what the apiserver stores is what
+	// wrap wrote.
+	for _, obj := range append(convert("-f", seedsDir+"issue18-stateful-failover.yaml"), convert("-f", seedsDir+"issue18-karmada-v1.12.yaml")...) {
+		createFlotilla(ctx, t, fc, obj)
+		var got, want any
+		switch o := obj.(type) {
+		case *policyv1alpha1.PropagationPolicy:
+			stored, err := fc.PolicyV1alpha1().PropagationPolicies(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want = stored.Spec.Failover, o.Spec.Failover
+		case *policyv1alpha1.ClusterPropagationPolicy:
+			stored, err := fc.PolicyV1alpha1().ClusterPropagationPolicies().Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !stored.Spec.PropagateDeps || stored.Spec.ConflictResolution != policyv1alpha1.ConflictOverwrite {
+				t.Errorf("ClusterPropagationPolicy %s: propagateDeps %v, conflictResolution %s", o.Name, stored.Spec.PropagateDeps, stored.Spec.ConflictResolution)
+			}
+			got, want = stored.Spec.Failover, o.Spec.Failover
+		default:
+			continue
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("%T stored failover\n%s\nwant\n%s", obj, toJSONForWrapTest(got), toJSONForWrapTest(want))
+		}
+	}
+	// The FlinkDeployment's binding carries the state rules; one cluster
+	// runs it (Duplicated, spread over exactly one cluster).
+	waitUntil(t, "fraud-detector bound with its statePreservation", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("streaming").Get(ctx, "fraud-detector-flinkdeployment", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		f := rb.Spec.Failover
+		return len(rb.Spec.Clusters) == 1 && f != nil && f.Application != nil && f.Cluster != nil &&
+			f.Application.PurgeMode == policyv1alpha1.PurgeModeDirectly &&
+			f.Application.StatePreservation != nil && len(f.Application.StatePreservation.Rules) == 2 &&
+			f.Cluster.StatePreservation != nil && f.Cluster.StatePreservation.Rules[0].JSONPath == "{.jobStatus.checkpointPath}", nil
+	})
+
+	// propagateDeps, dependentOverrides, conflictResolution: everything
+	// but the OverridePolicy first, so the workload is seen waiting for it.
+	var override runtime.Object
+	for _, obj := range convert("-f", seedsDir+"issue18-propagate-deps.yaml") {
+		if op, ok := obj.(*policyv1alpha1.OverridePolicy); ok {
+			override = op
+			continue
+		}
+		createFlotilla(ctx, t, fc, obj)
+	}
+	waitUntil(t, "web waits for its dependent override", func() (bool, error) {
+		rt, err := fc.WorkV1alpha1().ResourceTemplates("shop").Get(ctx, "web-deployment", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range rt.Status.Conditions {
+			if c.Reason == "DependentOverridesMissing" && c.Status == metav1.ConditionFalse {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if _, err := fc.WorkV1alpha1().ResourceBindings("shop").Get(ctx, "web-deployment", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("web bound before its dependent override exists: %v", err)
+	}
+	createFlotilla(ctx, t, fc, override)
+	waitReplicas(t, fc, "shop", "web-deployment", map[string]int32{"member1": 1, "member2": 2})
+	rb, err := fc.WorkV1alpha1().ResourceBindings("shop").Get(ctx, "web-deployment", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rb.Spec.PropagateDeps || rb.Spec.ConflictResolution != policyv1alpha1.ConflictOverwrite {
+		t.Errorf("web binding: propagateDeps %v, conflictResolution %s", rb.Spec.PropagateDeps, rb.Spec.ConflictResolution)
+	}
+	waitWork(t, fc, "member2", "shop", "web-deployment", func(o *unstructured.Unstructured) bool {
+		return imageOf(o) == "mirror.example.com/nginx"
+	})
+
+	// A WorkloadRebalancer naming the wrapped Deployment as Karmada would
+	// (its native reference) is accepted as converted.
+	const rebalancer = `apiVersion: apps.karmada.io/v1alpha1
+kind: WorkloadRebalancer
+metadata: {name: web}
+spec:
+  workloads: [{apiVersion: apps/v1, kind: Deployment, namespace: shop, name: web}]
+  ttlSecondsAfterFinished: 600
+`
+	objs := decodeFlotillaStream(t, hubWrapStdin(t, rebalancer, "wrap", "--from-karmada", "-f", "-"))
+	if len(objs) != 1 {
+		t.Fatalf("%d objects", len(objs))
+	}
+	createFlotilla(ctx, t, fc, objs[0])
+	wr, err := fc.AppsV1alpha1().WorkloadRebalancers().Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []appsv1alpha1.ObjectReference{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web"}}; !equality.Semantic.DeepEqual(wr.Spec.Workloads, want) ||
+		wr.Spec.TTLSecondsAfterFinished == nil || *wr.Spec.TTLSecondsAfterFinished != 600 {
+		t.Errorf("WorkloadRebalancer spec %+v", wr.Spec)
+	}
+}
+
+// hubWrapStdin is hubWrap reading standard input.
+func hubWrapStdin(t *testing.T, stdin string, args ...string) []byte {
+	t.Helper()
+	cmd := app.NewHubCommand()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("hub %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+func toJSONForWrapTest(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
 }

@@ -50,7 +50,7 @@ func TestKarmadaIssue18Notes(t *testing.T) {
 			"ClusterPropagationPolicy flink-jobs: spec.association (deprecated in Karmada) became spec.propagateDeps",
 			"ClusterPropagationPolicy flink-jobs: spec.failover.application.purgeMode: Immediately (Karmada before v1.19) written as Directly",
 			"ClusterPropagationPolicy flink-jobs: spec.failover.cluster.purgeMode: Graciously (Karmada before v1.19) written as Gracefully",
-			"PropagationPolicy shop/web: spec.failover.application.purgeMode: Graciously (Karmada before v1.19) written as Gracefully"}},
+			"PropagationPolicy shop/checkout: spec.failover.application.purgeMode: Graciously (Karmada before v1.19) written as Gracefully"}},
 		{"issue18-propagate-deps.yaml", []string{
 			"Deployment shop/web needs Secret web-db (propagateDeps of PropagationPolicy shop/web), which is not in the input: " +
 				"the hub propagates a dependency only from a ResourceTemplate of namespace shop, so wrap it too"}},

@@ -232,7 +232,7 @@ func TestKarmadaSeeds(t *testing.T) {
 				}
 			}},
 		{file: "issue18-karmada-v1.12.yaml",
-			kinds: []string{"ClusterPropagationPolicy flink-jobs", "PropagationPolicy shop/web"},
+			kinds: []string{"ClusterPropagationPolicy flink-jobs", "PropagationPolicy shop/checkout"},
 			check: func(t *testing.T, objs []runtime.Object) {
 				cpp := objs[0].(*policyv1alpha1.ClusterPropagationPolicy).Spec
 				a := cpp.Failover.Application
