@@ -38,6 +38,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
+	"github.com/flotilla-io/flotilla/pkg/hub/dependencies"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/failback"
@@ -291,6 +292,10 @@ func Run(ctx context.Context, opts *Options) error {
 		// discovery (cached; refreshed at most once a minute on a miss).
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
 			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute))
+		// propagateDeps: the same scope check as the detector's, so a
+		// dependency is never an object the detector would refuse.
+		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,
+			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder})
@@ -323,7 +328,7 @@ func Run(ctx context.Context, opts *Options) error {
 			// for another), and a decision is ~50µs: the workers exist to
 			// overlap the two API writes each schedule makes.
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
-			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs},
+			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs}, {dependenciesCtl.Run, opts.ConcurrentResourceBindingSyncs},
 			// Evictions are binding updates, one per binding; a dead
 			// cluster's workloads are admitted together and must not
 			// queue behind one worker.
