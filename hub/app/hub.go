@@ -49,6 +49,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/remedy"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
+	"github.com/flotilla-io/flotilla/pkg/hub/workloadrebalancer"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
@@ -311,6 +312,7 @@ func Run(ctx context.Context, opts *Options) error {
 			Metrics: historyMetrics, Recorder: recorder})
 		failbackCtl := failback.NewController(clients.flotilla("failback"), factory, failback.Options{
 			Guard: guard, Metrics: failbackMetrics, Recorder: recorder})
+		rebalancerCtl := workloadrebalancer.NewController(clients.flotilla("workload-rebalancer"), factory, workloadrebalancer.Options{Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
 		factory.Start(ctx.Done())
@@ -336,6 +338,8 @@ func Run(ctx context.Context, opts *Options) error {
 			{evictionCtl.Run, opts.ConcurrentResourceBindingSyncs}, {historyCtl.Run, opts.ConcurrentResourceBindingSyncs},
 			// Failbacks are rare and counted fleet-wide: one worker.
 			{failbackCtl.Run, 1},
+			// WorkloadRebalancers are one-shot and rare: one worker.
+			{rebalancerCtl.Run, 1},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		} {
 			wg.Add(1)
