@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -215,7 +216,9 @@ func createFlotilla(ctx context.Context, t *testing.T, fc flotillaclient.Interfa
 //     copied to the bindings;
 //   - propagateDeps + dependentOverrides + conflictResolution: the
 //     workload waits for its OverridePolicy (DependentOverridesMissing),
-//     then runs 1:2 with the override applied on member2;
+//     then runs 1:2 with the override applied on member2; the Secret wrap
+//     noted as missing is reported missing on the binding until it is
+//     wrapped too, then every dependency has a Work on both clusters;
 //   - a WorkloadRebalancer naming the wrapped Deployment by its native
 //     reference is accepted as converted.
 func TestWrapKarmadaIssue18OnHub(t *testing.T) {
@@ -322,6 +325,30 @@ func TestWrapKarmadaIssue18OnHub(t *testing.T) {
 	waitWork(t, fc, "member2", "shop", "web-deployment", func(o *unstructured.Unstructured) bool {
 		return imageOf(o) == "mirror.example.com/nginx"
 	})
+	// The Secret wrap noted as missing is missing on the hub too; once it
+	// is wrapped, every dependency follows the workload to its clusters.
+	waitWebDependencies := func(status metav1.ConditionStatus, messageHas string) {
+		t.Helper()
+		waitUntil(t, "web DependenciesResolved="+string(status), func() (bool, error) {
+			rb, err := fc.WorkV1alpha1().ResourceBindings("shop").Get(ctx, "web-deployment", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			c := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionDependenciesResolved)
+			return c != nil && c.Status == status && strings.Contains(c.Message, messageHas), nil
+		})
+	}
+	waitWebDependencies(metav1.ConditionFalse, "web-db")
+	const secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: web-db, namespace: shop}\nstringData: {password: hunter2}\n"
+	for _, obj := range decodeFlotillaStream(t, hubWrapStdin(t, secret, "wrap", "-f", "-")) {
+		createFlotilla(ctx, t, fc, obj)
+	}
+	waitWebDependencies(metav1.ConditionTrue, "")
+	for _, cluster := range []string{"member1", "member2"} {
+		for _, dep := range []string{"web-config-configmap", "web-serviceaccount", "web-data-persistentvolumeclaim", "web-db-secret"} {
+			waitWork(t, fc, cluster, "shop", dep, func(*unstructured.Unstructured) bool { return true })
+		}
+	}
 
 	// A WorkloadRebalancer naming the wrapped Deployment as Karmada would
 	// (its native reference) is accepted as converted.
