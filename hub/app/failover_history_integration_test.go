@@ -188,6 +188,13 @@ func (h *fhHub) showForDocs(t *testing.T) {
 		y, _ := yaml.JSONToYAML(out)
 		t.Logf("$ kubectl get rb %s -o yaml  # status.failoverHistory\n%s", fhBinding, y)
 	}
+	out, err := exec.Command("kubectl", "--kubeconfig", kubeconfig, "-n", "default", "describe", "rb", fhBinding).CombinedOutput()
+	if err != nil {
+		t.Logf("kubectl describe: %v", err)
+	}
+	if i := strings.Index(string(out), "Events:"); i >= 0 {
+		t.Logf("$ kubectl describe rb %s  # the end\n%s", fhBinding, out[i:])
+	}
 }
 
 // A cluster failover (member1 stops being Ready, its NoExecute taint
