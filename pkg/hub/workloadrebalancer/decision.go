@@ -55,7 +55,9 @@ func Observe(r *appsv1alpha1.WorkloadRebalancer) []appsv1alpha1.ObservedWorkload
 			out = append(out, appsv1alpha1.ObservedWorkload{Workload: w})
 		}
 	}
-	slices.SortFunc(out, func(a, b appsv1alpha1.ObservedWorkload) int { return strings.Compare(refKey(a.Workload), refKey(b.Workload)) })
+	slices.SortFunc(out, func(a, b appsv1alpha1.ObservedWorkload) int {
+		return strings.Compare(refKey(a.Workload), refKey(b.Workload))
+	})
 	return out
 }
 
