@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,22 +41,49 @@ type fhHub struct {
 	fc   flotillaclient.Interface
 	kube kubernetes.Interface
 	env  *testenv.Env
+	// stop stops the hub and waits until it has.
+	stop func()
 }
 
-// fhStart runs the hub with short failover timers and no Lease-driven
-// Ready changes (the test writes Ready as an agent would), with three
-// Ready clusters (so one down is not a disruption to the fleet guard), and
-// the seed's nginx divided 1:2 over member1 and member2, each copy
-// reporting all its replicas available.
+// run starts a hub on h.env with short failover timers and no
+// Lease-driven Ready changes (the test writes Ready as an agent would),
+// serving metrics at metricsAddr ("0": none), until stop or the test ends.
+func (h *fhHub) run(t *testing.T, metricsAddr string) {
+	t.Helper()
+	opts := app.NewOptions()
+	opts.Kubeconfig = h.env.KubeconfigFor(t, h.env.Config)
+	opts.LeaderElection.LeaderElect = false
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = metricsAddr, "0"
+	opts.ClusterStartupGracePeriod, opts.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	opts.ClusterMonitorPeriod = time.Second
+	opts.FailoverEvictionTimeout = time.Second
+	opts.DefaultNotReadyTolerationSeconds, opts.DefaultUnreachableTolerationSeconds = 0, 0
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, opts) }()
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("hub: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
+}
+
+// fhStart runs the hub with three Ready clusters (so one down is not a
+// disruption to the fleet guard), and the seed's nginx divided 1:2 over
+// member1 and member2, each copy reporting all its replicas available.
 func fhStart(t *testing.T, failover *policyv1alpha1.FailoverBehavior) *fhHub {
 	t.Helper()
-	env, ctx, fc := startHubEnv(t, func(o *app.Options) {
-		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
-		o.ClusterMonitorPeriod = time.Second
-		o.FailoverEvictionTimeout = time.Second
-		o.DefaultNotReadyTolerationSeconds, o.DefaultUnreachableTolerationSeconds = 0, 0
-	})
-	h := &fhHub{ctx: ctx, fc: fc, kube: kubernetes.NewForConfigOrDie(env.Config), env: env}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h := &fhHub{ctx: ctx, fc: flotillaclient.NewForConfigOrDie(env.Config), kube: kubernetes.NewForConfigOrDie(env.Config), env: env}
+	h.run(t, "0")
+	fc := h.fc
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	ns := "default"
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
@@ -186,7 +217,7 @@ func (h *fhHub) showForDocs(t *testing.T) {
 			continue
 		}
 		y, _ := yaml.JSONToYAML(out)
-		t.Logf("$ kubectl get rb %s -o yaml  # status.failoverHistory\n%s", fhBinding, y)
+		t.Logf("$ kubectl get rb %s -o jsonpath='{.status.failoverHistory}'  # as YAML\n%s", fhBinding, y)
 	}
 	out, err := exec.Command("kubectl", "--kubeconfig", kubeconfig, "-n", "default", "describe", "rb", fhBinding).CombinedOutput()
 	if err != nil {
@@ -313,4 +344,77 @@ func TestFailoverHistoryApplicationFailover(t *testing.T) {
 		t.Errorf("kubectl get rb: %v", cells)
 	}
 	h.showForDocs(t)
+}
+
+// The history survives a hub restart: the item opened by one hub (its
+// failover under way, degraded) is continued by the next one, which
+// neither opens it again nor announces it again, counts the degraded
+// time across the restart, and observes the failover duration once.
+func TestFailoverHistorySurvivesHubRestart(t *testing.T) {
+	h := fhStart(t, nil)
+	c, err := h.fc.ClusterV1alpha1().Clusters().Get(h.ctx, "member1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setClusterReady(t, h.ctx, h.fc, c, metav1.ConditionFalse)
+	rb := h.waitLast(t, "an open item with clustersAfterFailover", func(it *workv1alpha1.FailoverHistoryItem) bool {
+		return slices.Equal(it.ClustersAfterFailover, []string{"member2"}) && it.DegradedSince != nil
+	})
+	opened := rb.Status.FailoverHistory[0]
+	h.waitEvent(t, "FailoverStarted", "Failing over from member1")
+
+	h.stop()
+	// While no hub runs, member2 brings up 2 of 3.
+	h.report(t, "member2", 3, 2, workv1alpha1.ResourceUnhealthy)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	l.Close()
+	h.run(t, metricsAddr)
+	for time.Since(opened.DegradedSince.Time) < 3*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.report(t, "member2", 3, 3, workv1alpha1.ResourceHealthy)
+	rb = h.waitLast(t, "the item closed by the second hub", func(it *workv1alpha1.FailoverHistoryItem) bool { return it.EndTime != nil })
+	if n := len(rb.Status.FailoverHistory); n != 1 {
+		t.Fatalf("%d items after the restart, want the one: %+v", n, rb.Status.FailoverHistory)
+	}
+	it := rb.Status.FailoverHistory[0]
+	if !it.StartTime.Equal(&opened.StartTime) || it.DegradedSince != nil || it.DegradedSeconds < 2 {
+		t.Fatalf("item after the restart %+v, opened as %+v", it, opened)
+	}
+	h.waitEvent(t, "FailoverCompleted", "Failed over from member1 to member2 (TaintUntolerated); 3/3 available")
+	list, err := h.kube.CoreV1().Events("default").List(h.ctx, metav1.ListOptions{FieldSelector: "reason=FailoverStarted,involvedObject.kind=ResourceBinding"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, e := range list.Items {
+		started += int(max(e.Count, 1))
+	}
+	if started != 1 {
+		t.Errorf("%d FailoverStarted events on the binding, want 1 (the second hub must not announce it again)", started)
+	}
+	waitUntil(t, "the failover duration observed once", func() (bool, error) {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, nil
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, `flotilla_hub_failover_duration_seconds_count{reason="TaintUntolerated"}`) {
+				if !strings.HasSuffix(line, " 1") {
+					return false, fmt.Errorf("%s, want 1", line)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
