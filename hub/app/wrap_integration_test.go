@@ -220,7 +220,8 @@ func createFlotilla(ctx context.Context, t *testing.T, fc flotillaclient.Interfa
 //     noted as missing is reported missing on the binding until it is
 //     wrapped too, then every dependency has a Work on both clusters;
 //   - a WorkloadRebalancer naming the wrapped Deployment by its native
-//     reference is accepted as converted.
+//     reference is accepted as converted, and succeeds: the reference
+//     still names the workload although its template was renamed.
 func TestWrapKarmadaIssue18OnHub(t *testing.T) {
 	var kubeconfig string
 	ctx, fc := startHubWith(t, func(o *app.Options) {
@@ -372,6 +373,19 @@ spec:
 		wr.Spec.TTLSecondsAfterFinished == nil || *wr.Spec.TTLSecondsAfterFinished != 600 {
 		t.Errorf("WorkloadRebalancer spec %+v", wr.Spec)
 	}
+	// The native reference still names the workload: the hub finds its
+	// binding (the template is web-deployment) and reschedules it.
+	waitUntil(t, "the converted WorkloadRebalancer succeeds", func() (bool, error) {
+		wr, err := fc.AppsV1alpha1().WorkloadRebalancers().Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ow := wr.Status.ObservedWorkloads
+		if len(ow) == 1 && ow[0].Result == appsv1alpha1.RebalanceFailed {
+			return false, fmt.Errorf("rebalance failed: %s", ow[0].Reason)
+		}
+		return len(ow) == 1 && ow[0].Result == appsv1alpha1.RebalanceSuccessful, nil
+	})
 }
 
 // hubWrapStdin is hubWrap reading standard input.
