@@ -26,6 +26,7 @@ package failoverhistory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -244,8 +245,20 @@ func CompletedMessage(it *workv1alpha1.FailoverHistoryItem, a Availability) stri
 	if it.EndTime != nil {
 		took = it.EndTime.Sub(it.StartTime.Time)
 	}
-	return fmt.Sprintf("%s from %s to %s (%s); %d/%d %s after %s, degraded %ds", verb(it.Reason, true), it.OriginCluster, to,
+	where := "to " + to
+	if back(it) {
+		where = "back on " + to
+	}
+	return fmt.Sprintf("%s from %s %s (%s); %d/%d %s after %s, degraded %ds", verb(it.Reason, true), it.OriginCluster, where,
 		it.Reason, a.Available, a.Wanted, unit, took.Round(time.Second), it.DegradedSeconds)
+}
+
+// back: a failure eviction ended with the workload on its origin again
+// (the eviction was cancelled when the cluster recovered, nothing having
+// replaced it). A scheduler's shrink keeps its origin by design.
+func back(it *workv1alpha1.FailoverHistoryItem) bool {
+	return (it.Reason == workv1alpha1.EvictionReasonTaintUntolerated || it.Reason == workv1alpha1.EvictionReasonApplicationFailure) &&
+		slices.Contains(it.ClustersAfterFailover, it.OriginCluster)
 }
 
 func verb(reason string, done bool) string {

@@ -46,7 +46,8 @@ const ReasonRescheduled = "Rescheduled"
 //     and the clusters before;
 //   - clustersAfterFailover is filled once the scheduler has placed the
 //     binding's current generation (which is later than the task: making
-//     the task changed the spec);
+//     the task changed the spec), and follows the placement until the
+//     item closes;
 //   - degradedSince/degradedSeconds follow whether fewer replicas are
 //     available than wanted (kinds without replicas: fewer Healthy copies
 //     than target clusters);
@@ -98,8 +99,13 @@ func Next(history []workv1alpha1.FailoverHistoryItem, binding *workv1alpha1.Reso
 		if it.EndTime != nil {
 			continue
 		}
-		if placed && it.ClustersAfterFailover == nil {
-			it.ClustersAfterFailover = targetNames(binding)
+		// Where the scheduler has put it, for as long as the item is open:
+		// the placement it ends on (a cancelled eviction puts the origin
+		// back; a later schedule may add a cluster).
+		if placed {
+			if after := targetNames(binding); !slices.Equal(after, it.ClustersAfterFailover) {
+				it.ClustersAfterFailover = after
+			}
 		}
 		switch {
 		case a.Restored:

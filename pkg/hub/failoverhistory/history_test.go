@@ -166,6 +166,17 @@ func TestNext(t *testing.T) {
 			it.Reason, it.ClustersAfterFailover = "Failback", []string{"member2", "member3"}
 		})},
 	}, {
+		name: "an eviction cancelled (nothing replaced it, the cluster recovered): the item follows the placement back",
+		history: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+			it.DegradedSince, it.ClustersAfterFailover = atp(10), []string{"member2"}
+		})},
+		binding: nginx(true, on(map[string]int32{"member1": 1, "member2": 2}),
+			reported(status("member1", 1, 4, healthy), status("member2", 2, 5, healthy))),
+		now: 70,
+		want: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+			it.ClustersAfterFailover, it.DegradedSeconds = []string{"member1", "member2"}, 60
+		})},
+	}, {
 		name: "a closed item never changes",
 		history: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
 			it.ClustersAfterFailover, it.EndTime, it.DegradedSeconds = []string{"member2"}, atp(22), 12
@@ -267,6 +278,16 @@ func TestCompletedMessage(t *testing.T) {
 	})
 	got := CompletedMessage(&it, Availability{ReplicaKind: true, Available: 3, Wanted: 3})
 	if want := "Failed over from member1 to member2 (TaintUntolerated); 3/3 available after 12s, degraded 4s"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestCompletedMessageCancelled(t *testing.T) {
+	it := with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+		it.ClustersAfterFailover, it.EndTime, it.DegradedSeconds = []string{"member1", "member2"}, atp(70), 60
+	})
+	got := CompletedMessage(&it, Availability{ReplicaKind: true, Available: 3, Wanted: 3})
+	if want := "Failed over from member1 back on member1,member2 (TaintUntolerated); 3/3 available after 1m0s, degraded 60s"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
