@@ -365,6 +365,11 @@ spec:
 		t.Fatalf("%d objects", len(objs))
 	}
 	createFlotilla(ctx, t, fc, objs[0])
+	// The docs' example too (Karmada's status dropped, a workload without
+	// namespace): the CRD accepts it as converted.
+	for _, obj := range convert("-f", seedsDir+"issue18-workloadrebalancer.yaml") {
+		createFlotilla(ctx, t, fc, obj)
+	}
 	wr, err := fc.AppsV1alpha1().WorkloadRebalancers().Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
