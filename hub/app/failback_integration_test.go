@@ -424,7 +424,7 @@ func TestFailbackWaitsWhileClusterFlaps(t *testing.T) {
 // maxConcurrent 1 with two workloads due at once: they fail back one at
 // a time (never two in progress), and both end at 1:2.
 func TestFailbackMaxConcurrentOneAtATime(t *testing.T) {
-	ctx, fc, _ := fbStartHub(t, "member1", "member2")
+	ctx, fc, kube := fbStartHub(t, "member1", "member2")
 	fbPropagate(t, ctx, fc, 3, 1, "nginx", "nginx2")
 	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx", "nginx2")
 	fbFailOverMember1(t, ctx, fc, "nginx", "nginx2")
@@ -453,11 +453,18 @@ func TestFailbackMaxConcurrentOneAtATime(t *testing.T) {
 		}
 	}()
 	fbSetReady(t, ctx, fc, "member1", metav1.ConditionTrue)
+	// Both fall due together: one waits for the other, and says so.
+	fbWaitEvent(t, kube, failback.EventFailbackWaiting, "maxConcurrent 1")
 	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx", "nginx2")
 	stop()
 	<-done
+	mu.Lock()
+	defer mu.Unlock()
 	if most > 1 {
 		t.Fatalf("%d failbacks were in progress at once; maxConcurrent is 1", most)
+	}
+	if !sawOne {
+		t.Fatal("the sampler never saw a failback in progress")
 	}
 	if !fbFailedBack(fbBinding(t, fc, "nginx")) || !fbFailedBack(fbBinding(t, fc, "nginx2")) {
 		t.Fatalf("both workloads should have failed back")

@@ -261,6 +261,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.InProgress.Set(float64(total))
 	}
+	if _, pending := c.started[key]; pending {
+		// Our failback of it is not in the cache yet: deciding on the
+		// stale copy would only write it again (and conflict); its
+		// informer event brings it back.
+		return nil
+	}
 	d := Decide(Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, InProgress: others, Now: now})
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	switch d.Action {
