@@ -101,6 +101,46 @@ func TestGracefulShrinkKeepsOldReplicasUntilHealthy(t *testing.T) {
 	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 1, "member2": 2})
 }
 
+// A cluster being shrunk gracefully that then fails: the taint manager's
+// eviction replaces the shrink's task (its producer and reason, the copy's
+// real size 3, an eviction history entry), the scheduler keeps the cluster
+// out, and the old copy stays until member1 runs all 3. (Before: the
+// shrink's task stayed, so the failure left no history and its task was
+// the scheduler's.)
+func TestGracefulShrinkThenClusterFailure(t *testing.T) {
+	ctx, fc := sfStartHub(t, 0, "member1", "member2")
+	gsFailedOver(t, ctx, fc)
+	waitUntil(t, "reschedule triggered", func() (bool, error) {
+		rb := sfBindingOf(t, ctx, fc)
+		rb.Spec.RescheduleTriggeredAt = gsTriggerTime(rb)
+		rb.Spec.RescheduleReason = workv1alpha1.EvictionReasonRebalance
+		rb.Spec.EvictionHistory = nil
+		_, err := fc.WorkV1alpha1().ResourceBindings("default").Update(ctx, rb, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 1, "member2": 2})
+	work2 := waitWork(t, fc, "member2", "default", sfBinding, func(o *unstructured.Unstructured) bool { return replicasOf(o) == 3 })
+
+	sfTaint(t, ctx, fc, "member2", true)
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 3})
+	rb := sfBindingOf(t, ctx, fc)
+	if len(rb.Spec.GracefulEvictionTasks) != 1 {
+		t.Fatalf("tasks %+v", rb.Spec.GracefulEvictionTasks)
+	}
+	task := rb.Spec.GracefulEvictionTasks[0]
+	if task.FromCluster != "member2" || task.Producer != workv1alpha1.EvictionProducerTaintManager ||
+		task.Reason != workv1alpha1.EvictionReasonTaintUntolerated || task.Replicas == nil || *task.Replicas != 3 {
+		t.Fatalf("task %+v, want the taint manager's for member2 with its 3", task)
+	}
+	if len(rb.Spec.EvictionHistory) != 1 || rb.Spec.EvictionHistory[0].ClusterName != "member2" {
+		t.Fatalf("history %+v", rb.Spec.EvictionHistory)
+	}
+	sfWorkKept(t, ctx, fc, "member2", work2.UID)
+	sfApplied(t, fc, "member1", 3)
+	sfWaitTaskEndsAndWorkGone(t, ctx, fc, "member2")
+	waitReplicas(t, fc, "default", sfBinding, map[string]int32{"member1": 3})
+}
+
 // gsTriggerTime is a rescheduleTriggeredAt the scheduler sees as after its
 // last schedule: metav1.Time is stored to the second, so "now" in the
 // same second as the last schedule would not be after it.
