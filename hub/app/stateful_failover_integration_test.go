@@ -434,3 +434,65 @@ func TestStatefulFailoverDividedToTwoClusters(t *testing.T) {
 		t.Errorf("member1's Work %v with label %q; want the old copy kept (Never) without the label", w != nil, v)
 	}
 }
+
+// purgeMode Directly ends a task when the old copy is gone, which may be
+// before any replacement exists: here nothing can replace member1 at
+// first (member3 does not fit yet, and the spread wants 2 clusters). The
+// task, which carries the state, stays until member3 fits and its Work
+// carries the state; had it ended with the old copy, member3's copy would
+// have started without the checkpoint (and the scheduler would have taken
+// the unhealthy member1 back).
+func TestStatefulFailoverDirectlyWaitsForReplacement(t *testing.T) {
+	ctx, fc, _ := spStartHub(t, "member1", "member2", "member3")
+	spTaint(t, ctx, fc, "member3", corev1.TaintEffectNoSchedule, true)
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flink", Namespace: "default"},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "flink.example.io/v1beta1", Kind: spFlinkKind, Name: spFlinkName}},
+			Placement: policyv1alpha1.Placement{
+				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 2}},
+			},
+			Failover: &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
+				DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: ptr.To[int32](1)},
+				PurgeMode:          policyv1alpha1.PurgeModeDirectly,
+				StatePreservation: &policyv1alpha1.StatePreservation{Rules: []policyv1alpha1.StatePreservationRule{
+					{AliasLabelName: spCkptLabel, JSONPath: "{.jobStatus.checkpointPath}"},
+				}},
+			}},
+		}}
+	spCreate(t, ctx, fc, policy, rtOf("default", spFlinkName, spFlinkManifest(2)))
+	spClusters(t, ctx, fc, spFlinkRB, "member1", "member2")
+	spReport(t, ctx, fc, "member2", spFlinkRB, spFlinkGroup, spFlinkKind, spFlinkName,
+		`{"jobStatus":{"state":"RUNNING","checkpointPath":"ckpt-m2"}}`, workv1alpha1.ResourceHealthy)
+	spReport(t, ctx, fc, "member1", spFlinkRB, spFlinkGroup, spFlinkKind, spFlinkName,
+		`{"jobStatus":{"state":"FAILING","checkpointPath":"ckpt-0099"}}`, workv1alpha1.ResourceUnhealthy)
+	spWaitSeen(t, ctx, fc, spFlinkRB, "member2", "ckpt-m2", workv1alpha1.ResourceHealthy)
+
+	waitUntil(t, "member1 evicted and its copy deleted", func() (bool, error) {
+		gone := spReleaseDeleted(ctx, fc, "member1", spFlinkRB)
+		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, spFlinkRB, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return gone && len(rb.Spec.EvictionHistory) > 0, nil
+	})
+	// The old copy is gone; nothing replaced it yet: the task holds.
+	for range 20 {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, spFlinkRB, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rb.Spec.GracefulEvictionTasks) != 1 || spTargets(rb, "member1") {
+			t.Fatalf("the Directly task ended before a replacement carried its state: tasks %+v, clusters %+v",
+				rb.Spec.GracefulEvictionTasks, rb.Spec.Clusters)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	spTaint(t, ctx, fc, "member3", corev1.TaintEffectNoSchedule, false)
+	spClusters(t, ctx, fc, spFlinkRB, "member2", "member3")
+	spWaitLabel(t, ctx, fc, "member3", spFlinkRB, spCkptLabel, "ckpt-0099")
+	waitUntil(t, "the Directly task ended", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, spFlinkRB, metav1.GetOptions{})
+		return err == nil && len(rb.Spec.GracefulEvictionTasks) == 0, err
+	})
+	spWaitLabel(t, ctx, fc, "member3", spFlinkRB, spCkptLabel, "ckpt-0099")
+}
