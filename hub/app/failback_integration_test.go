@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -502,5 +503,61 @@ func TestFailbackHeldWhileFleetGuardSeesDisruption(t *testing.T) {
 	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx")
 	if rb := fbBinding(t, fc, "nginx"); !fbFailedBack(rb) {
 		t.Fatalf("back at 1:2 without a failback: %+v", rb.Spec)
+	}
+}
+
+// fbTaint adds or removes a NoExecute taint nothing tolerates, leaving
+// Ready alone (maintenance), and returns when it was written.
+func fbTaint(t *testing.T, ctx context.Context, fc flotillaclient.Interface, cluster string, add bool) time.Time {
+	t.Helper()
+	const key = "example.com/failback-maintenance"
+	var at time.Time
+	waitUntil(t, "maintenance taint on "+cluster+" changed", func() (bool, error) {
+		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, cluster, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var taints []corev1.Taint
+		for _, taint := range c.Spec.Taints {
+			if taint.Key != key {
+				taints = append(taints, taint)
+			}
+		}
+		if add {
+			taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
+		}
+		c.Spec.Taints = taints
+		at = time.Now()
+		_, err = fc.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	return at
+}
+
+// A NoExecute taint (Ready stays True, so the Ready condition's
+// lastTransitionTime is old) moves nginx to member2; the taint stays
+// longer than the window; once it is removed the failback still waits a
+// whole window, counted from the removal.
+func TestFailbackAfterTaintWaitsFromItsRemoval(t *testing.T) {
+	ctx, fc, _ := fbStartHub(t, "member1", "member2")
+	const window = 4
+	fbPropagate(t, ctx, fc, window, 5, "nginx")
+	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx")
+	fbTaint(t, ctx, fc, "member1", true)
+	fbWaitSettled(t, fc, map[string]int32{"member2": 3}, "nginx")
+	time.Sleep(window * time.Second)
+	if rb := fbBinding(t, fc, "nginx"); fbFailedBack(rb) {
+		t.Fatalf("failed back while member1 is tainted: %+v", rb.Spec)
+	}
+	sampler := fbStartSampler(ctx, fc)
+	removed := fbTaint(t, ctx, fc, "member1", false)
+	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx")
+	min := sampler.Stop()
+	rb := fbBinding(t, fc, "nginx")
+	if !fbFailedBack(rb) || rb.Spec.RescheduleTriggeredAt.Time.Before(removed.Add(window*time.Second-time.Second)) {
+		t.Fatalf("failback at %v (%s); want one at least a window after the taint went at %s", rb.Spec.RescheduleTriggeredAt, rb.Spec.RescheduleReason, removed)
+	}
+	if min["nginx"] < 3 {
+		t.Fatalf("during the failback only %d replicas were available at one moment; want at least 3", min["nginx"])
 	}
 }

@@ -113,6 +113,12 @@ type Controller struct {
 	// waiting is the last fleet-wide wait reported per binding (events
 	// once per change).
 	waiting map[string]string
+
+	// untaintedSince is when each cluster was last seen losing its last
+	// NoSchedule/NoExecute taint, or first seen without one (a hub start
+	// counts as that: after a restart windows start over, never shorter).
+	tmu            sync.Mutex
+	untaintedSince map[string]time.Time
 }
 
 // NewController wires the controller to factory's informers.
@@ -126,7 +132,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		synced: workobjects.Synced(append(bindingInformers, clusters.Informer())...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "failback"}),
-		started: map[string]time.Time{}, waiting: map[string]string{},
+		started: map[string]time.Time{}, waiting: map[string]string{}, untaintedSince: map[string]time.Time{},
 	}
 	enabled := func(obj any) {
 		if spec := workobjects.SpecOf(obj); spec != nil && spec.Failover != nil && spec.Failover.Failback != nil {
@@ -157,17 +163,70 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	// A cluster turning Ready (or failing again, or losing a taint) starts,
 	// restarts or ends a window.
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.enqueueAll() },
+		AddFunc: func(obj any) {
+			if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
+				c.observeTaints(nil, cl)
+			}
+			c.enqueueAll()
+		},
 		UpdateFunc: func(o, n any) {
 			oc, ok1 := o.(*clusterv1alpha1.Cluster)
 			nc, ok2 := n.(*clusterv1alpha1.Cluster)
-			if ok1 && ok2 && readyChanged(oc, nc) || ok1 && ok2 && !taintsEqual(oc, nc) {
+			if !ok1 || !ok2 {
+				return
+			}
+			c.observeTaints(oc, nc)
+			if readyChanged(oc, nc) || !taintsEqual(oc, nc) {
 				c.enqueueAll()
 			}
 		},
-		DeleteFunc: func(any) { c.enqueueAll() },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
+				c.tmu.Lock()
+				delete(c.untaintedSince, cl.Name)
+				c.tmu.Unlock()
+			}
+			c.enqueueAll()
+		},
 	})
 	return c
+}
+
+// observeTaints records when cluster n lost its last NoSchedule/NoExecute
+// taint (o is its previous state, nil when first seen).
+func (c *Controller) observeTaints(o, n *clusterv1alpha1.Cluster) {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	_, known := c.untaintedSince[n.Name]
+	switch {
+	case scheduleTainted(n):
+		delete(c.untaintedSince, n.Name)
+	case o == nil || scheduleTainted(o) || !known:
+		c.untaintedSince[n.Name] = c.opts.Clock.Now()
+	}
+}
+
+// scheduleTainted: the cluster has a taint that keeps workloads off it.
+func scheduleTainted(c *clusterv1alpha1.Cluster) bool {
+	for _, t := range c.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) untainted() map[string]time.Time {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	out := make(map[string]time.Time, len(c.untaintedSince))
+	for k, v := range c.untaintedSince {
+		out[k] = v
+	}
+	return out
 }
 
 func readyChanged(o, n *clusterv1alpha1.Cluster) bool {
@@ -267,7 +326,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// informer event brings it back.
 		return nil
 	}
-	d := Decide(Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, InProgress: others, Now: now})
+	d := Decide(Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, InProgress: others,
+		UntaintedSince: c.untainted(), Now: now})
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	switch d.Action {
 	case ActionWaitWindow:

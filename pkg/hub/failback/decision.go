@@ -60,7 +60,12 @@ type Input struct {
 	// InProgress is the number of failbacks in progress fleet-wide,
 	// this binding's excluded.
 	InProgress int
-	Now        time.Time
+	// UntaintedSince is when the hub last saw each cluster lose its last
+	// NoSchedule/NoExecute taint (or first saw it without one): a taint
+	// removed while Ready stayed True leaves no trace on the Cluster, yet
+	// the cluster was not fit until then. Missing entries add nothing.
+	UntaintedSince map[string]time.Time
+	Now            time.Time
 }
 
 // Decision is the verdict on one binding.
@@ -177,9 +182,11 @@ func unfit(c *clusterv1alpha1.Cluster, placement *policyv1alpha1.Placement) stri
 
 // StableSince is when cluster's current fit period started for this
 // binding: the latest of its Ready transition, the binding's last eviction
-// from it (an application failure leaves the cluster Ready) and the
-// binding's last failback (a failback is not repeated within a window).
-func StableSince(spec *workv1alpha1.ResourceBindingSpec, c *clusterv1alpha1.Cluster, now time.Time) time.Time {
+// from it (an application failure leaves the cluster Ready), the binding's
+// last failback (a failback is not repeated within a window) and when the
+// cluster lost its last NoSchedule/NoExecute taint (untaintedSince; zero
+// when unknown).
+func StableSince(spec *workv1alpha1.ResourceBindingSpec, c *clusterv1alpha1.Cluster, untaintedSince, now time.Time) time.Time {
 	since := now
 	if ready := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); ready != nil && !ready.LastTransitionTime.IsZero() {
 		since = ready.LastTransitionTime.Time
@@ -191,6 +198,9 @@ func StableSince(spec *workv1alpha1.ResourceBindingSpec, c *clusterv1alpha1.Clus
 	}
 	if spec.RescheduleReason == workv1alpha1.EvictionReasonFailback && spec.RescheduleTriggeredAt != nil && spec.RescheduleTriggeredAt.After(since) {
 		since = spec.RescheduleTriggeredAt.Time
+	}
+	if untaintedSince.After(since) {
+		since = untaintedSince
 	}
 	return since
 }
@@ -221,7 +231,7 @@ func Decide(in Input) Decision {
 			d.Action, d.Message = ActionWaitCluster, why
 			return d
 		}
-		if left := StableSince(in.Spec, c, in.Now).Add(window).Sub(in.Now); left > wait {
+		if left := StableSince(in.Spec, c, in.UntaintedSince[name], in.Now).Add(window).Sub(in.Now); left > wait {
 			wait = left
 		}
 	}

@@ -303,3 +303,21 @@ func TestGuardDisruption(t *testing.T) {
 		t.Errorf("a region in PartialDisruption is not reported")
 	}
 }
+
+// A NoExecute taint removed while Ready stayed True leaves no trace on the
+// Cluster: the window counts from when the hub saw the taint go.
+func TestDecideWindowCountsFromTaintRemoval(t *testing.T) {
+	spec, status := failedOver()
+	clusters := map[string]*clusterv1alpha1.Cluster{"member1": readyCluster("member1", t0.Add(-time.Hour), ""),
+		"member2": readyCluster("member2", t0.Add(-time.Hour), "")}
+	removed := t0.Add(10 * time.Minute)
+	in := Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(),
+		UntaintedSince: map[string]time.Time{"member1": removed}, Now: removed.Add(20 * time.Second)}
+	if d := Decide(in); d.Action != ActionWaitWindow || d.After != 40*time.Second {
+		t.Fatalf("Decide = %+v, want to wait 40s more", d)
+	}
+	in.Now = removed.Add(time.Minute)
+	if d := Decide(in); d.Action != ActionStart {
+		t.Fatalf("Decide = %+v, want Start a window after the taint went", d)
+	}
+}
