@@ -18,6 +18,7 @@ import (
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Tests of failover.application.preConditions and blockPredecessorSeconds
@@ -218,4 +219,52 @@ func TestApplicationFailoverBlockPredecessor(t *testing.T) {
 		c := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled)
 		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == rb.Generation && !strings.Contains(c.Message, "blocked"), nil
 	})
+}
+
+// blockPredecessorSeconds 0 on a workload pinned to one cluster: after the
+// application fails over from it, nothing else fits, and the eviction is
+// not undone either (graceful eviction would otherwise cancel an eviction
+// nothing replaced, put the cluster back and drop the history entry that
+// is the block). The copy stays, gracefully, until the task's grace
+// period; the binding says why it runs nowhere new.
+func TestApplicationFailoverBlockPredecessorFromTheOnlyCluster(t *testing.T) {
+	ctx, fc, _ := fgStartHub(t, nil)
+	createReadyClusters(t, ctx, fc, "member1", "member2")
+	const binding = "nginx-deployment"
+	toleration := int32(1)
+	pp := fgPolicy("default", "nginx", "Deployment", []string{"member1"}, &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
+		PurgeMode: policyv1alpha1.PurgeModeGracefully, DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: &toleration},
+		BlockPredecessorSeconds: ptr.To[int32](0)}})
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies("default").Create(ctx, pp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates("default").Create(ctx, rtOf("default", "nginx", nginxManifest), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fgWaitPlaced(t, fc, "default", binding, "member1")
+	fgReportHealth(t, fc, "member1", "default", binding, workv1alpha1.ResourceUnhealthy)
+	waitUntil(t, "Scheduled=False naming member1 as blocked for good", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == rb.Generation &&
+			strings.Contains(c.Message, "member1 until its eviction history entry is removed"), nil
+	})
+	// From here on (the scheduler has seen the eviction, so graceful
+	// eviction may judge it), member1 is never placed again and its task
+	// and history entry stay.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		rb := fgBinding(t, fc, "default", binding)
+		if len(rb.Spec.Clusters) != 0 || len(rb.Spec.GracefulEvictionTasks) != 1 ||
+			!slices.ContainsFunc(rb.Spec.EvictionHistory, func(h workv1alpha1.EvictionHistoryEntry) bool { return h.ClusterName == "member1" }) {
+			t.Fatalf("blocked for good, yet: placed %v, tasks %+v, history %+v", fgPlaced(rb), rb.Spec.GracefulEvictionTasks, rb.Spec.EvictionHistory)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := fc.WorkV1alpha1().Works("flotilla-es-member1").Get(ctx, workobjects.WorkName("default", binding), metav1.GetOptions{}); err != nil {
+		t.Errorf("member1's Work, the only copy, must stay until the task's grace period: %v", err)
+	}
 }

@@ -205,7 +205,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Judged against the spec as already updated: two tasks cancelled
 		// in one pass must not each restore the same missing replicas
 		// (the fault-schedule suite's seed 508576395961 ran 8 of 4).
-		if cn := Cancellable(task, updated, c.cluster(task.FromCluster), c.oldWorkLive(binding, task.FromCluster)); cn.Cancel {
+		if cn := CancellableAt(task, updated, c.cluster(task.FromCluster), c.oldWorkLive(binding, task.FromCluster), now); cn.Cancel {
 			cancelTask(&updated.Spec, *task, cn.Replicas)
 			cancelled = append(cancelled, ended{task, Assessment{Done: true, Why: cn.Why, Outcome: "cancelled"}})
 			continue
