@@ -69,6 +69,9 @@ func TestExtract(t *testing.T) {
 		{name: "integer, large integer, float, bool", status: flink, rules: []policyv1alpha1.StatePreservationRule{
 			rule("count", "{.jobStatus.savepointCount}"), rule("big", "{.jobStatus.big}"), rule("ratio", "{.jobStatus.ratio}"), rule("healthy", "{.jobStatus.healthy}")},
 			want: map[string]string{"count": "3", "big": "12345678901234567", "ratio": "0.5", "healthy": "true"}},
+		{name: "Karmada's spelling with spaces", status: `{"jobStatus":{"jobId":"b4a9e9c0c7a54e0d8ec2c7d9f2a0b1c3"}}`,
+			rules: []policyv1alpha1.StatePreservationRule{rule("application.flotilla.io/failover-jobid", "{ .jobStatus.jobId }")},
+			want:  map[string]string{"application.flotilla.io/failover-jobid": "b4a9e9c0c7a54e0d8ec2c7d9f2a0b1c3"}},
 		{name: "filter selects one", status: flink, rules: []policyv1alpha1.StatePreservationRule{rule("ready", `{.conditions[?(@.type=="Ready")].status}`)},
 			want: map[string]string{"ready": "True"}},
 		{name: "missing field carries nothing, the others still do", status: flink, rules: []policyv1alpha1.StatePreservationRule{
