@@ -45,7 +45,9 @@ func TestHoldForPreservedState(t *testing.T) {
 		}
 		return b
 	}
-	carrying := func(names ...string) func(string) bool { return func(c string) bool { return slices.Contains(names, c) } }
+	carrying := func(names ...string) func(string) bool {
+		return func(c string) bool { return slices.Contains(names, c) }
+	}
 	state := map[string]string{"ckpt": "a"}
 	cases := []struct {
 		name     string
