@@ -143,7 +143,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Clusters per second (per region) admitted for eviction while the fleet guard sees a partial disruption in the region.")
 	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
-	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover and graceful eviction controllers.")
+	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
 	fs.Int64Var(&o.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", o.DefaultNotReadyTolerationSeconds,
