@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -398,6 +399,8 @@ func create(ctx context.Context, cs versioned.Interface, obj runtime.Object) err
 		_, err = cs.RemedyV1alpha1().Remedies().Create(ctx, o, opts)
 	case *networkingv1alpha1.MultiClusterIngress:
 		_, err = cs.NetworkingV1alpha1().MultiClusterIngresses(o.Namespace).Create(ctx, o, opts)
+	case *appsv1alpha1.WorkloadRebalancer:
+		_, err = cs.AppsV1alpha1().WorkloadRebalancers().Create(ctx, o, opts)
 	default:
 		return fmt.Errorf("no client for %T", obj)
 	}
