@@ -160,6 +160,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if binding.Spec.Failover == nil || binding.Spec.Failover.Application == nil {
 		// Application failover turned off: a hold it set says nothing now.
+		c.waiting.Delete(key)
 		_, err := c.setHeld(ctx, binding, false)
 		return err
 	}
