@@ -9,11 +9,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-io/flotilla/hub/app"
 	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/hub/workloadrebalancer"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -165,4 +168,59 @@ func TestWorkloadRebalancer(t *testing.T) {
 	if _, err := fc.WorkV1alpha1().Works("flotilla-es-member2").Get(ctx, workobjects.WorkName("default", sfBinding), metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A cluster-scoped workload (no namespace) is found through its
+// ClusterResourceBinding; a reference of another API group with the same
+// kind and name is not that workload.
+func TestWorkloadRebalancerClusterScoped(t *testing.T) {
+	ctx, fc := sfStartHub(t, 0, "member1")
+	if _, err := fc.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, &policyv1alpha1.ClusterPropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "viewer"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crt := &workv1alpha1.ClusterResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{
+			Raw: []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer"},"rules":[]}`)}}}}
+	if _, err := fc.WorkV1alpha1().ClusterResourceTemplates().Create(ctx, crt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := workobjects.BindingName("ClusterRole", "viewer")
+	waitWork(t, fc, "member1", "", name, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ClusterRole" })
+
+	viewer := appsv1alpha1.ObjectReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "viewer"}
+	other := appsv1alpha1.ObjectReference{APIVersion: "example.com/v1", Kind: "ClusterRole", Name: "viewer"}
+	if _, err := fc.AppsV1alpha1().WorkloadRebalancers().Create(ctx, &appsv1alpha1.WorkloadRebalancer{
+		ObjectMeta: metav1.ObjectMeta{Name: "rebalance-viewer"},
+		Spec:       appsv1alpha1.WorkloadRebalancerSpec{Workloads: []appsv1alpha1.ObjectReference{viewer, other}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := wrWaitFinished(t, ctx, fc, "rebalance-viewer")
+	want := []appsv1alpha1.ObservedWorkload{
+		{Workload: other, Result: appsv1alpha1.RebalanceFailed, Reason: appsv1alpha1.RebalanceObjectNotFound},
+		{Workload: viewer, Result: appsv1alpha1.RebalanceSuccessful},
+	}
+	if len(r.Status.ObservedWorkloads) != 2 || r.Status.ObservedWorkloads[0] != want[0] || r.Status.ObservedWorkloads[1] != want[1] {
+		t.Fatalf("observed workloads %+v, want %+v", r.Status.ObservedWorkloads, want)
+	}
+	crb, err := fc.WorkV1alpha1().ClusterResourceBindings().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.Spec.RescheduleTriggeredAt == nil || crb.Spec.RescheduleReason != workv1alpha1.EvictionReasonRebalance ||
+		crb.Annotations[workloadrebalancer.AnnotationRebalancedBy] != string(r.UID) {
+		t.Fatalf("ClusterResourceBinding after the rebalance: %+v %+v", crb.Annotations, crb.Spec)
+	}
+	// Still placed, now scheduled from scratch.
+	waitUntil(t, "the ClusterResourceBinding rescheduled", func() (bool, error) {
+		crb, err := fc.WorkV1alpha1().ClusterResourceBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last := crb.Status.LastScheduledTime
+		return last != nil && !last.Before(crb.Spec.RescheduleTriggeredAt) && len(crb.Spec.Clusters) == 1, nil
+	})
 }

@@ -347,7 +347,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		logger.Info("Binding scheduled", "clusters", describe(result.Clusters), "message", msg)
 		c.event(binding, "Normal", EventScheduleSucceed, msg)
 	}
-	scheduledAt := &now
+	scheduledAt := servedAt(&binding.Spec, scheduleType, now)
 	if !changed && scheduleType == TypeDuplicated {
 		// A routine re-check that changed nothing is not a new schedule.
 		scheduledAt = nil

@@ -19,6 +19,7 @@ package scheduler
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -137,4 +138,18 @@ func splitPlaced(clusters []string, result []workv1alpha1.TargetCluster) (remove
 		}
 	}
 	return removed, shrunk
+}
+
+// servedAt is the lastScheduledTime a schedule at now records. A served
+// reschedule request records at least its rescheduleTriggeredAt: both are
+// stored to the second, and a request stamped in the second after the last
+// schedule (as the WorkloadRebalancer does, so that it is after it) would
+// otherwise still look pending after it was served, and the next unrelated
+// event would divide the workload from scratch again.
+func servedAt(spec *workv1alpha1.ResourceBindingSpec, scheduleType string, now time.Time) *time.Time {
+	if scheduleType == TypeRescheduleAsked && spec.RescheduleTriggeredAt != nil && spec.RescheduleTriggeredAt.After(now) {
+		t := spec.RescheduleTriggeredAt.Time
+		return &t
+	}
+	return &now
 }

@@ -148,3 +148,28 @@ func equalTargets(a, b []workv1alpha1.TargetCluster) bool {
 	}
 	return true
 }
+
+// A reschedule request stamped in the second after the last schedule is
+// served by a schedule within that earlier second: the recorded schedule
+// time must not leave it pending (Trigger would fire again on any event).
+func TestServedAtCoversTheRequest(t *testing.T) {
+	now := time.Date(2026, 11, 24, 4, 22, 48, 700_000_000, time.UTC)
+	asked := metav1.NewTime(time.Date(2026, 11, 24, 4, 22, 49, 0, time.UTC))
+	spec := &workv1alpha1.ResourceBindingSpec{RescheduleTriggeredAt: &asked}
+	got := servedAt(spec, TypeRescheduleAsked, now)
+	if !got.Equal(asked.Time) {
+		t.Fatalf("servedAt = %s, want the request's %s", got, asked)
+	}
+	last := metav1.NewTime(*got)
+	b := &workv1alpha1.ResourceBinding{Spec: *spec}
+	b.Status.LastScheduledTime = &last
+	if asked.After(b.Status.LastScheduledTime.Time) {
+		t.Error("the request still looks pending")
+	}
+	if got := servedAt(spec, TypeReplicasChanged, now); !got.Equal(now) {
+		t.Errorf("another trigger records %s, want now", got)
+	}
+	if got := servedAt(&workv1alpha1.ResourceBindingSpec{}, TypeRescheduleAsked, now); !got.Equal(now) {
+		t.Errorf("servedAt without a request = %s, want now", got)
+	}
+}
