@@ -206,6 +206,14 @@ func TestDependenciesFollowTheWorkload(t *testing.T) {
 			t.Fatalf("dependency binding %s: placement %v, requiredBy %+v, labels %v, owner %+v", name, rb.Spec.Placement, rb.Spec.RequiredBy, rb.Labels, metav1.GetControllerOf(rb))
 		}
 	}
+	waitUntil(t, "the ConfigMap's template says it is propagated as a dependency", func() (bool, error) {
+		rt, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "web-settings", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(rt.Status.Conditions, workobjects.TemplateConditionPropagated)
+		return c != nil && strings.Contains(c.Message, "propagated as a dependency of "+web), nil
+	})
 	waitUntil(t, "DependenciesResolved=True on the binding, mirrored on the template", func() (bool, error) {
 		rt, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {

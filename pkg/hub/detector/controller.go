@@ -199,7 +199,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
 		msg := "no PropagationPolicy or ClusterPropagationPolicy selects this object"
 		if binding != nil {
-			msg += "; the existing placement is kept"
+			msg += existingBindingNote(binding)
 		}
 		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonNoMatchingPolicy, msg)
 	}

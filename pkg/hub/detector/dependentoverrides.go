@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	policyinformers "github.com/flotilla-io/flotilla/pkg/generated/informers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -92,4 +93,19 @@ func dependentOverridesMessage(policyLabels map[string]string, missing []string)
 	}
 	return fmt.Sprintf("%s waits for its dependentOverrides: %s %s%s not found; nothing is propagated until they exist",
 		policyDescription(policyLabels), kind, strings.Join(missing, ", "), where)
+}
+
+// existingBindingNote says what becomes of the binding of a template no
+// policy selects: a placement-less binding the dependencies controller made
+// propagates the object for the workloads that need it (propagateDeps);
+// any other keeps its placement.
+func existingBindingNote(binding *workv1alpha1.ResourceBinding) string {
+	if binding.Spec.Placement == nil && len(binding.Spec.RequiredBy) > 0 {
+		names := make([]string, 0, len(binding.Spec.RequiredBy))
+		for _, r := range binding.Spec.RequiredBy {
+			names = append(names, r.Name)
+		}
+		return "; propagated as a dependency of " + strings.Join(names, ", ") + " (spec.requiredBy of binding " + binding.Name + ")"
+	}
+	return "; the existing placement is kept"
 }

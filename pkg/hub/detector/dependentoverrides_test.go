@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -36,5 +38,18 @@ func TestDependentOverridesMessage(t *testing.T) {
 	if got := dependentOverridesMessage(cpp, []string{"x"}); !strings.Contains(got, "ClusterOverridePolicy x not found") ||
 		strings.Contains(got, "namespace") {
 		t.Errorf("message = %q", got)
+	}
+}
+
+func TestExistingBindingNote(t *testing.T) {
+	dep := &workv1alpha1.ResourceBinding{}
+	dep.Name = "settings-configmap"
+	dep.Spec.RequiredBy = []workv1alpha1.BindingSnapshot{{Namespace: "a", Name: "web-deployment"}}
+	if got := existingBindingNote(dep); !strings.Contains(got, "dependency of web-deployment") {
+		t.Errorf("dependency-only binding: %q", got)
+	}
+	dep.Spec.Placement = &policyv1alpha1.Placement{}
+	if got := existingBindingNote(dep); got != "; the existing placement is kept" {
+		t.Errorf("binding with a placement: %q", got)
 	}
 }
