@@ -159,7 +159,12 @@ func spLabel(ctx context.Context, fc flotillaclient.Interface, cluster, binding,
 	if obj.UnmarshalJSON(w.Spec.Workload.Manifests[0].Raw) != nil {
 		return "", false, w
 	}
-	v, ok := obj.GetLabels()[key]
+	// A value that is a valid label value is a label; any other (a path
+	// with slashes) is an annotation of the same key.
+	if v, ok := obj.GetLabels()[key]; ok {
+		return v, ok, w
+	}
+	v, ok := obj.GetAnnotations()[key]
 	return v, ok, w
 }
 
@@ -236,8 +241,9 @@ func spCreate(t *testing.T, ctx context.Context, fc flotillaclient.Interface, po
 // A Flink-like custom resource runs on member1 with
 // failover.cluster.statePreservation. member1 fails (NoExecute): the new
 // copy on member2 carries the checkpoint path member1 last reported, as a
-// label; two bad rules (a path kubectl's JSONPath cannot parse, a value
-// that is no label value) are reported on the binding and the template
+// annotation (a path with slashes is no label value) and its job id as a
+// label; two bad rules (a path kubectl's JSONPath cannot parse, one that
+// selects an object) are reported on the binding and the template
 // and do not hold the failover. After the task has ended, a template
 // change re-renders member2's copy and the label stays.
 func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
@@ -252,17 +258,19 @@ func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
 			Failover: &policyv1alpha1.FailoverBehavior{Cluster: &policyv1alpha1.ClusterFailoverBehavior{
 				StatePreservation: &policyv1alpha1.StatePreservation{Rules: []policyv1alpha1.StatePreservationRule{
 					{AliasLabelName: spCkptLabel, JSONPath: "{.jobStatus.checkpointPath}"},
+					{AliasLabelName: "flink.example.io/job-id", JSONPath: "{ .jobStatus.jobId }"},
 					{AliasLabelName: "flink.example.io/broken", JSONPath: "{.jobStatus.{}"},
-					{AliasLabelName: "flink.example.io/savepoint", JSONPath: "{.jobStatus.savepointInfo.location}"},
+					{AliasLabelName: "flink.example.io/savepoint", JSONPath: "{.jobStatus.savepointInfo}"},
 				}},
 			}},
 		}}
 	spCreate(t, ctx, fc, policy, rtOf("default", spFlinkName, spFlinkManifest(2)))
 	spClusters(t, ctx, fc, spFlinkRB, "member1")
-	const status = `{"lifecycleState":"STABLE","jobStatus":{"state":"RUNNING","checkpointPath":"ckpt-0042",
+	const checkpoint = "s3://flink/checkpoints/wordcount/chk-42"
+	const status = `{"lifecycleState":"STABLE","jobStatus":{"state":"RUNNING","jobId":"b4a9e9c0c7a54e0d","checkpointPath":"` + checkpoint + `",
 		"savepointInfo":{"location":"s3://flink/savepoints/sp-1"}}}`
 	spReport(t, ctx, fc, "member1", spFlinkRB, spFlinkGroup, spFlinkKind, spFlinkName, status, workv1alpha1.ResourceHealthy)
-	spWaitSeen(t, ctx, fc, spFlinkRB, "member1", "ckpt-0042", workv1alpha1.ResourceHealthy)
+	spWaitSeen(t, ctx, fc, spFlinkRB, "member1", checkpoint, workv1alpha1.ResourceHealthy)
 
 	spTaint(t, ctx, fc, "member1", corev1.TaintEffectNoExecute, true)
 	spClusters(t, ctx, fc, spFlinkRB, "member2")
@@ -270,19 +278,22 @@ func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rb.Spec.GracefulEvictionTasks) != 1 || rb.Spec.GracefulEvictionTasks[0].PreservedLabelState[spCkptLabel] != "ckpt-0042" ||
-		len(rb.Spec.GracefulEvictionTasks[0].PreservedLabelState) != 1 {
-		t.Fatalf("eviction task %+v; want member1's checkpoint path preserved, and nothing for the bad rules", rb.Spec.GracefulEvictionTasks)
+	if len(rb.Spec.GracefulEvictionTasks) != 1 || rb.Spec.GracefulEvictionTasks[0].PreservedLabelState[spCkptLabel] != checkpoint ||
+		len(rb.Spec.GracefulEvictionTasks[0].PreservedLabelState) != 2 {
+		t.Fatalf("eviction task %+v; want member1's checkpoint path and job id preserved, and nothing for the bad rules", rb.Spec.GracefulEvictionTasks)
 	}
-	spWaitLabel(t, ctx, fc, "member2", spFlinkRB, spCkptLabel, "ckpt-0042")
+	w2 := spWaitLabel(t, ctx, fc, "member2", spFlinkRB, spCkptLabel, checkpoint)
+	if m := manifestOf(t, w2); m.GetAnnotations()[spCkptLabel] != checkpoint || m.GetLabels()["flink.example.io/job-id"] != "b4a9e9c0c7a54e0d" {
+		t.Fatalf("member2's copy: labels %v annotations %v; want the job id as a label and the checkpoint path as an annotation", m.GetLabels(), m.GetAnnotations())
+	}
 	if _, ok, _ := spLabel(ctx, fc, "member1", spFlinkRB, spCkptLabel); ok {
 		t.Error("the evicted copy on member1 got the preserved label")
 	}
 	// The bad rules are reported, once per eviction, on both objects.
 	for _, obj := range []struct{ kind, name string }{{"ResourceBinding", spFlinkRB}, {"ResourceTemplate", spFlinkName}} {
 		spWaitEvent(t, kube, obj.kind, obj.name, statepreservation.EventStatePreservationFailed,
-			"flink.example.io/broken", "does not parse", "flink.example.io/savepoint", "not a valid label value")
-		spWaitEvent(t, kube, obj.kind, obj.name, statepreservation.EventStatePreserved, spCkptLabel+"=ckpt-0042")
+			"flink.example.io/broken", "does not parse", "flink.example.io/savepoint", "want a string, number or boolean")
+		spWaitEvent(t, kube, obj.kind, obj.name, statepreservation.EventStatePreserved, spCkptLabel+"="+checkpoint)
 	}
 
 	// member2's copy is healthy: the task ends and member1's copy goes.
@@ -311,8 +322,8 @@ func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
 		p, _, _ := unstructured.NestedInt64(o.Object, "spec", "job", "parallelism")
 		return p == 4
 	})
-	if v := manifestOf(t, w).GetLabels()[spCkptLabel]; v != "ckpt-0042" {
-		t.Fatalf("after the template change member2's workload labels are %v; want %s=ckpt-0042 kept", manifestOf(t, w).GetLabels(), spCkptLabel)
+	if v := manifestOf(t, w).GetAnnotations()[spCkptLabel]; v != checkpoint {
+		t.Fatalf("after the template change member2's workload annotations are %v; want %s=%s kept", manifestOf(t, w).GetAnnotations(), spCkptLabel, checkpoint)
 	}
 	if manifestOf(t, w).GetLabels()["app"] != "wordcount" {
 		t.Errorf("the template's own labels were lost: %v", manifestOf(t, w).GetLabels())

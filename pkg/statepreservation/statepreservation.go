@@ -86,7 +86,10 @@ func parse(r policyv1alpha1.StatePreservationRule) (*jsonpath.JSONPath, error) {
 // Extract reads every rule's value from status (the workload's .status as
 // its cluster reported it). It returns the labels it could read and one
 // error per rule it could not (a bad rule, a missing field, a value that
-// is not a single string, number or boolean, or not a valid label value).
+// is not a single string, number or boolean, or longer than
+// MaxValueLength). A value that is not a valid label value (a checkpoint
+// path such as s3://bucket/ckpt-42) is still carried: Split puts it on the
+// new copy as an annotation of the same key.
 func Extract(rules []policyv1alpha1.StatePreservationRule, status *runtime.RawExtension) (map[string]string, error) {
 	if len(rules) == 0 {
 		return nil, nil
@@ -157,10 +160,34 @@ func extractOne(r policyv1alpha1.StatePreservationRule, data any) (string, error
 	default:
 		return fail("selects a %s, want a string, number or boolean", kindName(v.Kind()))
 	}
-	if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
-		return fail("value %q is not a valid label value: %s", truncate(s, 80), strings.Join(msgs, "; "))
+	if len(s) > MaxValueLength {
+		return fail("value %q is %d bytes long, more than the %d a preserved value may have", truncate(s, 80), len(s), MaxValueLength)
 	}
 	return s, nil
+}
+
+// MaxValueLength bounds a preserved value: it is stored on the binding's
+// eviction task and history and on the new copy.
+const MaxValueLength = 4096
+
+// Split divides preserved state into what goes on the new copy as labels
+// (valid label values, so selectors and operators that read labels see
+// them) and as annotations (anything else, e.g. a path with slashes).
+func Split(state map[string]string) (labels, annotations map[string]string) {
+	for k, v := range state {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+			continue
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[k] = v
+	}
+	return labels, annotations
 }
 
 func kindName(k reflect.Kind) string {

@@ -89,10 +89,12 @@ func TestExtract(t *testing.T) {
 			wantErr: []string{"null"}},
 		{name: "filter selects none", status: flink, rules: []policyv1alpha1.StatePreservationRule{rule("x", `{.conditions[?(@.type=="Nope")].status}`)},
 			wantErr: []string{"selects 0 values"}},
-		{name: "too long value", status: `{"path":"` + long + `"}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
-			wantErr: []string{"not a valid label value", "63"}},
-		{name: "value with a slash", status: `{"path":"s3://bucket/ckpt"}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
-			wantErr: []string{"not a valid label value"}},
+		{name: "a value longer than a label value is carried (as an annotation)", status: `{"path":"` + long + `"}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
+			want: map[string]string{"p": long}},
+		{name: "too long value", status: `{"path":"` + strings.Repeat("x", MaxValueLength+1) + `"}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
+			wantErr: []string{"4097 bytes long", "4096"}},
+		{name: "value with a slash is carried (as an annotation)", status: `{"path":"s3://bucket/ckpt"}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
+			want: map[string]string{"p": "s3://bucket/ckpt"}},
 		{name: "empty string is a valid label value", status: `{"path":""}`, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.path}")},
 			want: map[string]string{"p": ""}},
 		{name: "path that does not parse", status: flink, rules: []policyv1alpha1.StatePreservationRule{rule("p", "{.jobStatus.{}")},
@@ -143,5 +145,22 @@ func TestForEviction(t *testing.T) {
 	}
 	if got, err := ForEviction(nil, items, "member1"); err != nil || got != nil {
 		t.Errorf("no statePreservation: %v, %v; want nothing at all", got, err)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	labels, annotations := Split(map[string]string{
+		"flink.example.io/job-id":          "b4a9e9c0",
+		"flink.example.io/checkpoint-path": "s3://bucket/ckpt-42",
+		"flink.example.io/empty":           "",
+	})
+	if len(labels) != 2 || labels["flink.example.io/job-id"] != "b4a9e9c0" || labels["flink.example.io/empty"] != "" {
+		t.Errorf("labels = %v", labels)
+	}
+	if len(annotations) != 1 || annotations["flink.example.io/checkpoint-path"] != "s3://bucket/ckpt-42" {
+		t.Errorf("annotations = %v", annotations)
+	}
+	if l, a := Split(nil); l != nil || a != nil {
+		t.Errorf("Split(nil) = %v, %v", l, a)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -99,12 +100,25 @@ func (c *Controller) injectPreservedState(binding *workv1alpha1.ResourceBinding,
 	if len(preserved) == 0 {
 		return ""
 	}
-	labels := manifest.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
+	// A value that cannot be a label (a checkpoint path with slashes) goes
+	// on the copy as an annotation of the same key.
+	asLabels, asAnnotations := statepreservation.Split(preserved)
+	if len(asLabels) > 0 {
+		labels := manifest.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, asLabels)
+		manifest.SetLabels(labels)
 	}
-	maps.Copy(labels, preserved)
-	manifest.SetLabels(labels)
+	if len(asAnnotations) > 0 {
+		annotations := manifest.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, asAnnotations)
+		manifest.SetAnnotations(annotations)
+	}
 	b, _ := json.Marshal(preserved) // a map of strings always marshals
 	return string(b)
 }
