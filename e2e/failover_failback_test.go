@@ -111,6 +111,7 @@ var _ = Describe("Failback", func() {
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
+		GinkgoWriter.Printf("lowest available replicas on member1 + member2 during the failback: %d (%d samples)\n", lowest, samples)
 		Expect(samples).To(BeNumerically(">", 0))
 		Expect(lowest).To(BeNumerically(">=", 3), "available replicas on member1 + member2 dropped below 3 during the failback")
 	})
