@@ -474,3 +474,26 @@ func TestDependentOverridesWaitForTheOverridePolicy(t *testing.T) {
 		return err == nil && meta.IsStatusConditionTrue(rt.Status.Conditions, workobjects.TemplateConditionPropagated), err
 	})
 }
+
+// A ConfigMap referenced with optional: true is no missing dependency when
+// it does not exist (the kubelet starts the pod without it), and is
+// propagated once it does.
+func TestOptionalDependencyMissingIsResolved(t *testing.T) {
+	ctx, fc, _ := dpStartHub(t, "member1")
+	ns := "default"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, dpPolicy(ns, "opt", "Deployment", "opt", true,
+		policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dpCreate(t, ctx, fc, ns, "opt", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"opt"},"spec":{"replicas":1,
+ "selector":{"matchLabels":{"app":"opt"}},"template":{"metadata":{"labels":{"app":"opt"}},"spec":{
+ "volumes":[{"name":"extra","configMap":{"name":"opt-extra","optional":true}}],
+ "containers":[{"name":"c","image":"nginx"}]}}}}`)
+	const b = "opt-deployment"
+	dpWorkExists(t, fc, "member1", ns, b)
+	waitUntil(t, "DependenciesResolved=True with the optional ConfigMap missing", func() (bool, error) {
+		return meta.IsStatusConditionTrue(dpBinding(t, fc, ns, b).Status.Conditions, workv1alpha1.BindingConditionDependenciesResolved), nil
+	})
+	dpCreate(t, ctx, fc, ns, "opt-extra", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"opt-extra"},"data":{"a":"b"}}`)
+	dpWorkExists(t, fc, "member1", ns, "opt-extra-configmap")
+}

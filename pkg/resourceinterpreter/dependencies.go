@@ -31,6 +31,34 @@ var podSpecPaths = map[schema.GroupKind][]string{
 // result is sorted and has no duplicates; a kind without a pod template has
 // none. References carry no namespace: a pod can only use objects of its own.
 func GetDependencies(obj *unstructured.Unstructured) ([]workv1alpha1.DependencyReference, error) {
+	refs, err := podReferences(obj)
+	if err != nil {
+		return nil, err
+	}
+	return SortDependencies(refs), nil
+}
+
+// OptionalDependencies returns the dependencies obj references only as
+// optional (a ConfigMap or Secret volume, env or envFrom with optional:
+// true): they are propagated when they exist, and their absence is no
+// problem, as for the kubelet.
+func OptionalDependencies(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
+	refs, err := podReferences(obj)
+	if err != nil {
+		return nil, err
+	}
+	optional := map[workv1alpha1.DependencyReference]bool{}
+	for ref, required := range refs {
+		if !required {
+			optional[ref] = true
+		}
+	}
+	return optional, nil
+}
+
+// podReferences maps each object obj's pod template references to whether
+// some reference to it is required.
+func podReferences(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
 	path, ok := podSpecPaths[obj.GroupVersionKind().GroupKind()]
 	if !ok {
 		return nil, nil
@@ -46,33 +74,35 @@ func GetDependencies(obj *unstructured.Unstructured) ([]workv1alpha1.DependencyR
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
 		return nil, fmt.Errorf("%s %s: pod spec: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	return podSpecDependencies(&spec), nil
+	return podSpecReferences(&spec), nil
 }
 
-func podSpecDependencies(spec *corev1.PodSpec) []workv1alpha1.DependencyReference {
+func podSpecReferences(spec *corev1.PodSpec) map[workv1alpha1.DependencyReference]bool {
 	seen := map[workv1alpha1.DependencyReference]bool{}
-	add := func(kind, name string) {
-		if name != "" {
-			seen[workv1alpha1.DependencyReference{APIVersion: "v1", Kind: kind, Name: name}] = true
+	add := func(kind, name string, optional *bool) {
+		if name == "" {
+			return
 		}
+		ref := workv1alpha1.DependencyReference{APIVersion: "v1", Kind: kind, Name: name}
+		seen[ref] = seen[ref] || optional == nil || !*optional
 	}
 	for _, v := range spec.Volumes {
 		if v.ConfigMap != nil {
-			add("ConfigMap", v.ConfigMap.Name)
+			add("ConfigMap", v.ConfigMap.Name, v.ConfigMap.Optional)
 		}
 		if v.Secret != nil {
-			add("Secret", v.Secret.SecretName)
+			add("Secret", v.Secret.SecretName, v.Secret.Optional)
 		}
 		if v.PersistentVolumeClaim != nil {
-			add("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName)
+			add("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName, nil)
 		}
 		if v.Projected != nil {
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
-					add("ConfigMap", s.ConfigMap.Name)
+					add("ConfigMap", s.ConfigMap.Name, s.ConfigMap.Optional)
 				}
 				if s.Secret != nil {
-					add("Secret", s.Secret.Name)
+					add("Secret", s.Secret.Name, s.Secret.Optional)
 				}
 			}
 		}
@@ -86,33 +116,33 @@ func podSpecDependencies(spec *corev1.PodSpec) []workv1alpha1.DependencyReferenc
 			if e.ValueFrom == nil {
 				continue
 			}
-			if e.ValueFrom.ConfigMapKeyRef != nil {
-				add("ConfigMap", e.ValueFrom.ConfigMapKeyRef.Name)
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				add("ConfigMap", r.Name, r.Optional)
 			}
-			if e.ValueFrom.SecretKeyRef != nil {
-				add("Secret", e.ValueFrom.SecretKeyRef.Name)
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				add("Secret", r.Name, r.Optional)
 			}
 		}
 		for _, e := range c.EnvFrom {
 			if e.ConfigMapRef != nil {
-				add("ConfigMap", e.ConfigMapRef.Name)
+				add("ConfigMap", e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
 			}
 			if e.SecretRef != nil {
-				add("Secret", e.SecretRef.Name)
+				add("Secret", e.SecretRef.Name, e.SecretRef.Optional)
 			}
 		}
 	}
 	for _, s := range spec.ImagePullSecrets {
-		add("Secret", s.Name)
+		add("Secret", s.Name, nil)
 	}
 	sa := spec.ServiceAccountName
 	if sa == "" {
 		sa = spec.DeprecatedServiceAccount
 	}
 	if sa != "default" {
-		add("ServiceAccount", sa)
+		add("ServiceAccount", sa, nil)
 	}
-	return SortDependencies(seen)
+	return seen
 }
 
 // SortDependencies returns the set's references in a stable order.

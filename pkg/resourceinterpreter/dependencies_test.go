@@ -86,3 +86,28 @@ func TestGetDependenciesMalformedPodSpec(t *testing.T) {
 		t.Error("a pod spec that does not parse must be an error, not an empty list")
 	}
 }
+
+// An object referenced only with optional: true is optional; one referenced
+// both ways is required.
+func TestOptionalDependencies(t *testing.T) {
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{
+ "volumes":[{"name":"a","configMap":{"name":"cm-opt","optional":true}},{"name":"b","secret":{"secretName":"both","optional":true}}],
+ "containers":[{"name":"c","image":"x",
+  "envFrom":[{"secretRef":{"name":"both"}},{"configMapRef":{"name":"cm-envfrom-opt","optional":true}}],
+  "env":[{"name":"K","valueFrom":{"secretKeyRef":{"name":"sec-key-opt","key":"k","optional":true}}},{"name":"L","valueFrom":{"configMapKeyRef":{"name":"cm-req","key":"k","optional":false}}}]}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := OptionalDependencies(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[workv1alpha1.DependencyReference]bool{dep("ConfigMap", "cm-opt"): true, dep("ConfigMap", "cm-envfrom-opt"): true, dep("Secret", "sec-key-opt"): true}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OptionalDependencies = %v, want %v", got, want)
+	}
+	all, _ := GetDependencies(obj)
+	if len(all) != 5 {
+		t.Errorf("GetDependencies = %v; want all five, optional ones included", all)
+	}
+}

@@ -215,9 +215,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			problems = append(problems, err.Error())
 		}
 		count = len(refs)
+		optional := c.optionalOf(tmpl)
 		snap := Snapshot(binding)
 		for _, ref := range refs {
-			dep, obj, problem := Resolve(ns, ref, c.candidates(ns, ref), c.opts.Scope)
+			candidates := c.candidates(ns, ref)
+			if len(candidates) == 0 && optional[ref] {
+				count-- // an optional reference to nothing: nothing to propagate, nothing missing
+				continue
+			}
+			dep, obj, problem := Resolve(ns, ref, candidates, c.opts.Scope)
 			if problem != "" {
 				problems = append(problems, problem)
 				continue
@@ -274,6 +280,18 @@ func (c *Controller) dependenciesOf(binding *workv1alpha1.ResourceBinding) (*wor
 		return tmpl, nil, err
 	}
 	return tmpl, refs, nil
+}
+
+// optionalOf returns the optional-only references of tmpl's object.
+func (c *Controller) optionalOf(tmpl *workv1alpha1.ResourceTemplate) map[workv1alpha1.DependencyReference]bool {
+	if tmpl == nil {
+		return nil
+	}
+	obj, err := workobjects.Object(tmpl)
+	if err != nil {
+		return nil
+	}
+	return Optional(obj, tmpl.Spec.Dependencies)
 }
 
 func (c *Controller) candidates(ns string, ref workv1alpha1.DependencyReference) []*workv1alpha1.ResourceTemplate {

@@ -38,6 +38,20 @@ func Wanted(obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyRe
 	return resourceinterpreter.SortDependencies(set), nil
 }
 
+// Optional returns the dependencies obj's pod template references only as
+// optional and that explicit does not list: a missing one is no problem
+// (the kubelet starts the pod without it) and is propagated once it exists.
+func Optional(obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyReference) map[workv1alpha1.DependencyReference]bool {
+	optional, err := resourceinterpreter.OptionalDependencies(obj)
+	if err != nil {
+		return nil
+	}
+	for _, d := range explicit {
+		delete(optional, d)
+	}
+	return optional
+}
+
 // Describe names a dependency for conditions and events.
 func Describe(d workv1alpha1.DependencyReference) string {
 	return d.Kind + " " + d.Name + " (" + d.APIVersion + ")"
