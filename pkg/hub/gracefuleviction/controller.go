@@ -252,7 +252,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	for _, d := range done {
 		logger.Info("Graceful eviction ended", "cluster", d.task.FromCluster, "why", d.a.Why)
 		c.observeEnd(d.task, d.a, now)
-		record(EventEvictSucceed, "Evicted from cluster "+d.task.FromCluster+": "+d.a.Why)
+		record(EventEvictSucceed, endedMessage(d.task, binding)+": "+d.a.Why)
 	}
 	return nil
 }

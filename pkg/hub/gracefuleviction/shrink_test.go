@@ -76,3 +76,16 @@ func TestGracefulShrinkTask(t *testing.T) {
 		}
 	})
 }
+
+func TestEndedMessage(t *testing.T) {
+	three := int32(3)
+	b := &workv1alpha1.ResourceBinding{Spec: workv1alpha1.ResourceBindingSpec{Clusters: []workv1alpha1.TargetCluster{{Name: "member2", Replicas: 2}}}}
+	shrink := &workv1alpha1.GracefulEvictionTask{FromCluster: "member2", Replicas: &three, Reason: workv1alpha1.EvictionReasonRebalance}
+	if got, want := endedMessage(shrink, b), "Shrank cluster member2 from 3 to 2 replicas (Rebalance)"; got != want {
+		t.Errorf("endedMessage = %q, want %q", got, want)
+	}
+	removal := &workv1alpha1.GracefulEvictionTask{FromCluster: "member1", Replicas: &three}
+	if got, want := endedMessage(removal, b), "Evicted from cluster member1"; got != want {
+		t.Errorf("endedMessage = %q, want %q", got, want)
+	}
+}
