@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Defaults of failover.failback, as the API's (a binding written before
@@ -215,7 +216,24 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActionNone, Message: "failback is not enabled"}
 	}
 	returning := Returning(in.Spec, in.Status, in.Clusters)
+	// failover.application.blockPredecessorSeconds wins: a failback never
+	// returns to a cluster still blocked after an application failure
+	// (0: never, until the history entry goes).
+	blocks := workobjects.PredecessorBlocks(in.Spec, in.Now)
+	var blockedForever []string
+	returning = slices.DeleteFunc(returning, func(name string) bool {
+		for _, b := range blocks {
+			if b.Cluster == name && b.Forever() {
+				blockedForever = append(blockedForever, name)
+				return true
+			}
+		}
+		return false
+	})
 	if len(returning) == 0 {
+		if len(blockedForever) > 0 {
+			return Decision{Action: ActionNone, Message: fmt.Sprintf("blockPredecessorSeconds 0 keeps the workload off %s", strings.Join(blockedForever, ", "))}
+		}
 		return Decision{Action: ActionNone, Message: "the workload runs where it should"}
 	}
 	d := Decision{Clusters: returning}
@@ -225,6 +243,11 @@ func Decide(in Input) Decision {
 	}
 	window := Window(fb)
 	var wait time.Duration
+	for _, b := range blocks {
+		if left := b.Until.Sub(in.Now); slices.Contains(returning, b.Cluster) && left > wait {
+			wait = left
+		}
+	}
 	for _, name := range returning {
 		c := in.Clusters[name]
 		if why := unfit(c, in.Spec.Placement); why != "" {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -104,6 +105,23 @@ func TestDecide(t *testing.T) {
 				m["member1"] = readyCluster("member1", t0.Add(-time.Hour), "")
 			}),
 			now: t0.Add(30 * time.Second), want: ActionWaitWindow, wantTo: []string{"member1"}, wantAfter: 30 * time.Second},
+		{name: "blockPredecessorSeconds holds an application failure's cluster until the block ends",
+			mutate: func(s *workv1alpha1.ResourceBindingSpec, _ *workv1alpha1.ResourceBindingStatus) {
+				s.EvictionHistory[0].Reason = workv1alpha1.EvictionReasonApplicationFailure
+				s.Failover.Application = &policyv1alpha1.ApplicationFailoverBehavior{BlockPredecessorSeconds: ptr.To[int32](600)}
+			},
+			clusters: fleet(), now: t0.Add(100 * time.Second), want: ActionWaitWindow, wantTo: []string{"member1"}, wantAfter: 500 * time.Second},
+		{name: "blockPredecessorSeconds 0: never back to that cluster",
+			mutate: func(s *workv1alpha1.ResourceBindingSpec, _ *workv1alpha1.ResourceBindingStatus) {
+				s.EvictionHistory[0].Reason = workv1alpha1.EvictionReasonApplicationFailure
+				s.Failover.Application = &policyv1alpha1.ApplicationFailoverBehavior{BlockPredecessorSeconds: ptr.To[int32](0)}
+			},
+			clusters: fleet(), now: t0.Add(48 * time.Hour), want: ActionNone},
+		{name: "a block after an application failure does not hold a cluster failure's return",
+			mutate: func(s *workv1alpha1.ResourceBindingSpec, _ *workv1alpha1.ResourceBindingStatus) {
+				s.Failover.Application = &policyv1alpha1.ApplicationFailoverBehavior{BlockPredecessorSeconds: ptr.To[int32](0)}
+			},
+			clusters: fleet(), now: back.Add(time.Hour), want: ActionStart, wantTo: []string{"member1"}},
 		{name: "the cluster is gone: nowhere to return", clusters: fleet(func(m map[string]*clusterv1alpha1.Cluster) { delete(m, "member1") }),
 			now: back.Add(time.Hour), want: ActionNone},
 		{name: "the cluster is being deleted", clusters: fleet(func(m map[string]*clusterv1alpha1.Cluster) {
