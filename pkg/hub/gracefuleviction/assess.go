@@ -84,6 +84,9 @@ func Assess(task *workv1alpha1.GracefulEvictionTask, binding *workv1alpha1.Resou
 	if !reported {
 		return Assessment{Why: "grace period passed, but no cluster of the new placement has reported yet"}
 	}
+	if Voluntary(task) {
+		return Assessment{Why: fmt.Sprintf("grace period of %s passed, but a %s never lowers availability: the old copy stays until the new placement is healthy", grace, task.Reason)}
+	}
 	return Assessment{Done: true, Why: fmt.Sprintf("grace period of %s passed", grace), Outcome: "grace_expired"}
 }
 
@@ -114,4 +117,14 @@ func placementState(binding *workv1alpha1.ResourceBinding) (healthy, reported bo
 		}
 	}
 	return healthy, reported
+}
+
+// Voluntary reports whether task moves a workload nothing forced off its
+// cluster (a failback, a WorkloadRebalancer): such a move may wait, but it
+// must never leave fewer available replicas than before, so its grace
+// period does not remove the old copy while the new placement is not
+// healthy.
+func Voluntary(task *workv1alpha1.GracefulEvictionTask) bool {
+	return task.Producer == workv1alpha1.EvictionProducerScheduler &&
+		(task.Reason == workv1alpha1.EvictionReasonFailback || task.Reason == workv1alpha1.EvictionReasonRebalance)
 }

@@ -66,6 +66,23 @@ func TestGracefulShrinkTask(t *testing.T) {
 			}
 		})
 	}
+	// A voluntary move (Rebalance, Failback) keeps the old copy past its
+	// grace period while the new placement is not healthy; a reschedule a
+	// person asked for (Rescheduled) does not.
+	for _, c := range []struct {
+		reason string
+		done   bool
+	}{{workv1alpha1.EvictionReasonRebalance, false}, {workv1alpha1.EvictionReasonFailback, false}, {workv1alpha1.EvictionReasonRescheduled, true}} {
+		t.Run("grace period passed, returning cluster unhealthy, reason "+c.reason, func(t *testing.T) {
+			late := *task
+			late.Reason = c.reason
+			b := binding(item("member1", gen, workv1alpha1.ResourceUnhealthy), item("member2", gen, workv1alpha1.ResourceHealthy))
+			b.Spec.GracefulEvictionTasks = []workv1alpha1.GracefulEvictionTask{late}
+			if a := Assess(&late, b, false, 10*time.Minute, now.Add(time.Hour)); a.Done != c.done {
+				t.Errorf("Assess = %+v, want done %v", a, c.done)
+			}
+		})
+	}
 	t.Run("never cancelled, even with the others short of spec.replicas", func(t *testing.T) {
 		b := binding()
 		b.Spec.Clusters = b.Spec.Clusters[1:] // member1 lost since: member2's 2 fall short of 3
