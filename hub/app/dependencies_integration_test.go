@@ -164,6 +164,7 @@ func dpDataA(obj *unstructured.Unstructured) string {
 // on again brings them back; deleting the Deployment's template removes
 // them again.
 func TestDependenciesFollowTheWorkload(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := dpStartHub(t, "member1", "member2")
 	ns := "default"
 	dpCreate(t, ctx, fc, ns, "web-settings", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-settings"},"data":{"a":"plain"}}`)
@@ -305,6 +306,7 @@ func TestDependenciesFollowTheWorkload(t *testing.T) {
 // A dependency that has a policy of its own keeps its own placement and
 // binding: it only gains (and loses) the requiredBy entry.
 func TestDependencyWithItsOwnPolicyKeepsIt(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := dpStartHub(t, "member1", "member2")
 	ns := "default"
 	dpCreate(t, ctx, fc, ns, "web-settings", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-settings"},"data":{"a":"plain"}}`)
@@ -342,6 +344,7 @@ func TestDependencyWithItsOwnPolicyKeepsIt(t *testing.T) {
 // on the binding and its template, with a Warning event naming it; the
 // workload itself propagates. It resolves when the template appears.
 func TestMissingDependencyResolvesWhenItsTemplateAppears(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := dpStartHub(t, "member1")
 	ns := "default"
 	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, dpPolicy(ns, "web", "Deployment", "web", true,
@@ -387,6 +390,7 @@ func TestMissingDependencyResolvesWhenItsTemplateAppears(t *testing.T) {
 // db-creds or nothing, never tenant-b's, not even through a tenant-a
 // template that embeds tenant-b's Secret.
 func TestDependenciesStayInTheirNamespace(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := dpStartHub(t, "member1")
 	for _, ns := range []string{"tenant-a", "tenant-b"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -434,6 +438,7 @@ func TestDependenciesStayInTheirNamespace(t *testing.T) {
 // exists, so the object never reaches a cluster without its overrides;
 // then it propagates with them.
 func TestDependentOverridesWaitForTheOverridePolicy(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := dpStartHub(t, "member1")
 	ns := "default"
 	policy := dpPolicy(ns, "nginx", "Deployment", "nginx", false,
@@ -479,6 +484,7 @@ func TestDependentOverridesWaitForTheOverridePolicy(t *testing.T) {
 // it does not exist (the kubelet starts the pod without it), and is
 // propagated once it does.
 func TestOptionalDependencyMissingIsResolved(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := dpStartHub(t, "member1")
 	ns := "default"
 	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, dpPolicy(ns, "opt", "Deployment", "opt", true,

@@ -170,6 +170,7 @@ func erPinnedAndEvicted(t *testing.T) (context.Context, flotillaclient.Interface
 // cluster is fit again: the task and its history go, the cluster is back
 // with its replicas, and template changes reach its Work again.
 func TestEvictionNothingReplacedIsCancelledWhenClusterReturns(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := erPinnedAndEvicted(t)
 	work := "flotilla-es-member1"
 	if _, err := fc.WorkV1alpha1().Works(work).Get(ctx, workobjects.WorkName("default", erBinding), metav1.GetOptions{}); err != nil {
@@ -207,6 +208,7 @@ func TestEvictionNothingReplacedIsCancelledWhenClusterReturns(t *testing.T) {
 // While the evicting copy is the only one, a template change cannot reach
 // it; the binding (and its template) say so, naming the cluster.
 func TestStaleEvictingCopyIsReported(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := erPinnedAndEvicted(t)
 	erSetImage(t, ctx, fc, "nginx:1.28")
 	var cond *metav1.Condition
@@ -239,6 +241,7 @@ func TestStaleEvictingCopyIsReported(t *testing.T) {
 // replicas is not cancelled when the cluster returns; it ends when the
 // replacement is healthy and the old copy goes.
 func TestEvictionReplacedIsNotCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := erStartHub(t, "member1", "member2")
 	erPropagate(t, ctx, fc, nginxManifest, "Deployment", "nginx", "member1", "member2")
 	waitUntil(t, "scheduled on both", func() (bool, error) {
@@ -298,6 +301,7 @@ const erJobManifest = `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":
 
 // A Divided Job's Works share its completions, summing to the template's.
 func TestDividedJobSharesCompletions(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := erStartHub(t, "member1", "member2")
 	erPropagate(t, ctx, fc, erJobManifest, "Job", "pi", "member1", "member2")
 	const binding = "pi-job"

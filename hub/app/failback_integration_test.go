@@ -342,6 +342,7 @@ func fbWaitEvent(t *testing.T, kube kubernetes.Interface, reason, substr string)
 // again, with never fewer than 3 replicas available on the members in
 // between, and not before the window has passed.
 func TestFailbackReturnsToSplitWithoutDowntime(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fbStartHub(t, "member1", "member2")
 	const window = 4
 	fbPropagate(t, ctx, fc, window, 5, "nginx")
@@ -392,6 +393,7 @@ func TestFailbackReturnsToSplitWithoutDowntime(t *testing.T) {
 // A cluster that flaps within the window restarts it each time: no
 // failback while it flaps, one after it has held Ready for a window.
 func TestFailbackWaitsWhileClusterFlaps(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := fbStartHub(t, "member1", "member2")
 	const window = 5
 	fbPropagate(t, ctx, fc, window, 5, "nginx")
@@ -425,6 +427,7 @@ func TestFailbackWaitsWhileClusterFlaps(t *testing.T) {
 // maxConcurrent 1 with two workloads due at once: they fail back one at
 // a time (never two in progress), and both end at 1:2.
 func TestFailbackMaxConcurrentOneAtATime(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fbStartHub(t, "member1", "member2")
 	fbPropagate(t, ctx, fc, 3, 1, "nginx", "nginx2")
 	fbWaitSettled(t, fc, map[string]int32{"member1": 1, "member2": 2}, "nginx", "nginx2")
@@ -475,6 +478,7 @@ func TestFailbackMaxConcurrentOneAtATime(t *testing.T) {
 // No failback while the fleet guard sees a disruption (here: the region
 // of member3, all of it down), one as soon as it is gone.
 func TestFailbackHeldWhileFleetGuardSeesDisruption(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fbStartHub(t, "member1", "member2", "member3")
 	waitUntil(t, "member3 in region eu", func() (bool, error) {
 		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "member3", metav1.GetOptions{})
@@ -539,6 +543,7 @@ func fbTaint(t *testing.T, ctx context.Context, fc flotillaclient.Interface, clu
 // longer than the window; once it is removed the failback still waits a
 // whole window, counted from the removal.
 func TestFailbackAfterTaintWaitsFromItsRemoval(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := fbStartHub(t, "member1", "member2")
 	const window = 4
 	fbPropagate(t, ctx, fc, window, 5, "nginx")

@@ -236,6 +236,7 @@ func (h *fhHub) showForDocs(t *testing.T) {
 // member2 reports 3/3 for the current Work, then closes with the time it
 // was degraded. Events say so, and `kubectl get rb` shows it.
 func TestFailoverHistoryClusterFailover(t *testing.T) {
+	t.Parallel()
 	h := fhStart(t, nil)
 	c, err := h.fc.ClusterV1alpha1().Clusters().Get(h.ctx, "member1", metav1.GetOptions{})
 	if err != nil {
@@ -296,6 +297,7 @@ func TestFailoverHistoryClusterFailover(t *testing.T) {
 // (from an earlier life of the hub: all of it is in the status), and the
 // oldest one goes.
 func TestFailoverHistoryApplicationFailover(t *testing.T) {
+	t.Parallel()
 	toleration := int32(1)
 	h := fhStart(t, &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
 		PurgeMode: policyv1alpha1.PurgeModeGracefully, DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: &toleration}}})
@@ -352,6 +354,7 @@ func TestFailoverHistoryApplicationFailover(t *testing.T) {
 // neither opens it again nor announces it again, counts the degraded
 // time across the restart, and observes the failover duration once.
 func TestFailoverHistorySurvivesHubRestart(t *testing.T) {
+	t.Parallel()
 	h := fhStart(t, nil)
 	c, err := h.fc.ClusterV1alpha1().Clusters().Get(h.ctx, "member1", metav1.GetOptions{})
 	if err != nil {

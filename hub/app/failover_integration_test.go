@@ -22,6 +22,7 @@ import (
 // member2's old 2/2 status reads Healthy; once member2 reports 3/3 for the
 // new Work the task ends and member1's Work is deleted.
 func TestTaintEvictionIsGraceful(t *testing.T) {
+	t.Parallel()
 	ctx, fc := startHub(t)
 
 	createReadyClusters(t, ctx, fc, "member1", "member2")

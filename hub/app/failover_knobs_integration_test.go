@@ -71,6 +71,7 @@ func fkEventsWithReason(t *testing.T, kube kubernetes.Interface, ns, reason stri
 //     plus tolerationSeconds after the hub first saw its status (the
 //     binding's firstReportedTime), on the hub's clock.
 func TestApplicationFailoverPreConditions(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fgStartHub(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	const binding = "nginx-deployment"
@@ -151,6 +152,7 @@ func TestApplicationFailoverPreConditions(t *testing.T) {
 // looks again by itself (nothing else happens then) and a Duplicated
 // workload is back on both clusters.
 func TestApplicationFailoverBlockPredecessor(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fgStartHub(t, func(o *app.Options) { o.EvictionHistoryTTL = 2 * time.Second })
 	createReadyClusters(t, ctx, fc, "member1", "member2")
 	const binding, block = "nginx-deployment", 15
@@ -228,6 +230,7 @@ func TestApplicationFailoverBlockPredecessor(t *testing.T) {
 // is the block). The copy stays, gracefully, until the task's grace
 // period; the binding says why it runs nowhere new.
 func TestApplicationFailoverBlockPredecessorFromTheOnlyCluster(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := fgStartHub(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2")
 	const binding = "nginx-deployment"

@@ -177,6 +177,7 @@ func fgCountEvents(t *testing.T, kube kubernetes.Interface, reason string) int {
 // eviction, no Work deleted. The secondary rate is set high so that the
 // old behaviour (slowing down instead of stopping) shows within the test.
 func TestFleetGuardSmallFleetPartialDisruptionEvictsNothing(t *testing.T) {
+	t.Parallel()
 	fgSmallFleetPartialDisruption(t, nil, `region "" is PartialDisruption`)
 }
 
@@ -184,6 +185,7 @@ func TestFleetGuardSmallFleetPartialDisruptionEvictsNothing(t *testing.T) {
 // fully down (which alone fails over at the primary rate), but the fleet
 // of 3 is in a partial disruption, and that stops evictions.
 func TestFleetGuardSmallFleetOfRegionsEvictsNothing(t *testing.T) {
+	t.Parallel()
 	fgSmallFleetPartialDisruption(t, map[string]string{"member1": "region-a", "member2": "region-b", "member3": "region-c"},
 		`fleet guard is PartialDisruption`)
 }
@@ -271,6 +273,7 @@ func fgSmallFleetPartialDisruption(t *testing.T, regions map[string]string, even
 // per binding at 0.5/s, about 100 s for 50; the deadline here is a
 // correctness bound against that, generous for a slow machine.
 func TestFleetGuardEvictsADeadClustersWorkloadsTogether(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := fgStartHub(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	ns := "default"
@@ -340,6 +343,7 @@ func TestFleetGuardEvictsADeadClustersWorkloadsTogether(t *testing.T) {
 // (ApplicationFailoverHeld) with one Warning event. Once one cluster
 // turns Healthy, the unhealthy one is evicted.
 func TestApplicationFailoverHoldsWhenUnhealthyEverywhere(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fgStartHub(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	ns := "default"
@@ -397,6 +401,7 @@ func TestApplicationFailoverHoldsWhenUnhealthyEverywhere(t *testing.T) {
 // copy runs elsewhere: the task is recorded Gracefully and says so, for
 // cluster failover (a NoExecute taint) and application failover alike.
 func TestDirectlyWithoutAHealthyCopyElsewhereIsGraceful(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := fgStartHub(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	ns := "default"
@@ -492,6 +497,7 @@ func TestDirectlyWithoutAHealthyCopyElsewhereIsGraceful(t *testing.T) {
 // a fleet-wide outage caught the last clusters tainted this way between
 // two periodic evaluations).
 func TestFleetGuardJudgesTheFleetBeforeANoExecuteTaint(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := fgStartHub(t, func(o *app.Options) { o.ClusterMonitorPeriod = time.Hour })
 	createReadyClusters(t, ctx, fc, "member1", "member2", "member3")
 	hasTaint := func(name string, effect corev1.TaintEffect) func() (bool, error) {

@@ -16,6 +16,7 @@ import (
 // The hub binary starts against a real apiserver, becomes leader, serves
 // health and metrics, and on SIGTERM exits 0 and releases its Lease.
 func TestHubBinaryServesAndStopsCleanly(t *testing.T) {
+	t.Parallel()
 	env := testenv.Start(t)
 	ctx := context.Background()
 	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}, metav1.CreateOptions{})

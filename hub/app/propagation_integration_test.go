@@ -40,6 +40,7 @@ const nginxManifest = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"
 // binding and the template; a policy change reschedules; deleting the
 // template removes the binding and its Works.
 func TestPropagation(t *testing.T) {
+	t.Parallel()
 	ctx, fc := startHub(t)
 
 	for _, name := range []string{"member1", "member2", "member3"} {
@@ -349,6 +350,7 @@ func startHubEnv(t *testing.T, tune func(*app.Options)) (*testenv.Env, context.C
 // cluster, keeps its existing Work as it was, says why on the binding with
 // an event naming the policy, and resumes once the policy is gone.
 func TestOverrideChangingIdentityIsRefused(t *testing.T) {
+	t.Parallel()
 	env, ctx, fc := startHubEnv(t, nil)
 	createReadyClusters(t, ctx, fc, "member1", "member2")
 	ns := "default"
@@ -502,6 +504,7 @@ func storeWithoutPlaintextRule(t *testing.T, env *testenv.Env, create func() err
 // existing binding and Works exactly as they were; the host's discovery is
 // re-read for a kind installed after the hub started.
 func TestDetectorRefusesWhatATemplateMayNotHold(t *testing.T) {
+	t.Parallel()
 	env, ctx, fc := startHubEnv(t, nil)
 	// An install without the template policy.
 	if err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "flotilla-template-namespace", metav1.DeleteOptions{}); err != nil {

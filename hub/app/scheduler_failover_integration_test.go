@@ -202,6 +202,7 @@ func sfWaitHistoryExpired(t *testing.T, ctx context.Context, fc flotillaclient.I
 // missing 3 on member3; member2's Work is never deleted. (Before: all 6 to
 // member3, member2 dropped and its Work deleted at once.)
 func TestSchedulerFailoverDynamicWeightsKeepSurvivors(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2", "member3")
 	sfSetRoom(t, ctx, fc, "member3", 0) // nothing fits on member3 at first
 	sfPropagate(t, ctx, fc, 6, policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
@@ -234,6 +235,7 @@ func TestSchedulerFailoverDynamicWeightsKeepSurvivors(t *testing.T) {
 // then adds the new replica without shrinking a survivor (before: the
 // re-division 3/2/2 took one from member2 or member3).
 func TestSchedulerFailoverStaticWeightsKeepSurvivors(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ctx, fc := sfStartHub(t, ttl, "member1", "member2", "member3")
 	weights := &policyv1alpha1.ClusterPreferences{}
@@ -270,6 +272,7 @@ func TestSchedulerFailoverStaticWeightsKeepSurvivors(t *testing.T) {
 // member2's Work is never deleted. (Before: back to the primary, member2's
 // Work deleted with no task.)
 func TestSchedulerAffinityTermsResumeFromBackup(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ctx, fc := sfStartHub(t, ttl, "member1", "member2")
 	sfPropagate(t, ctx, fc, 3, policyv1alpha1.Placement{ClusterAffinities: []policyv1alpha1.ClusterAffinityTerm{
@@ -317,6 +320,7 @@ func TestSchedulerAffinityTermsResumeFromBackup(t *testing.T) {
 // task with reason Rescheduled: member1's Work stays until member2 reports
 // the new placement Healthy, then goes. (Before: deleted at once.)
 func TestSchedulerPlacementChangeRemovesGracefully(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2")
 	strategy := &policyv1alpha1.ReplicaSchedulingStrategy{
 		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
@@ -366,6 +370,7 @@ func TestSchedulerPlacementChangeRemovesGracefully(t *testing.T) {
 // placed again with its old replicas, the task goes, and member1's Work was
 // never deleted (its copy never left). (Before: deleted at the first change.)
 func TestSchedulerPlacementChangeUndoneKeepsCopy(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2")
 	strategy := &policyv1alpha1.ReplicaSchedulingStrategy{
 		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
@@ -412,6 +417,7 @@ func TestSchedulerPlacementChangeUndoneKeepsCopy(t *testing.T) {
 // summary. (Before: its unknown capacity counted as infinite and it got
 // every replica.)
 func TestSchedulerAggregatedUnknownCapacityGetsNothing(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1")
 	sfPropagate(t, ctx, fc, 3, policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
 		ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated}})
@@ -446,6 +452,7 @@ func TestSchedulerAggregatedUnknownCapacityGetsNothing(t *testing.T) {
 // to keep 2 clusters is member1, evicted minutes ago: it is taken back.
 // (Before: Scheduled=False for the history TTL, running on member2 alone.)
 func TestSchedulerEvictionHistoryIsAPreference(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2", "member3")
 	sfPropagate(t, ctx, fc, 2, policyv1alpha1.Placement{
 		SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 2}},

@@ -61,6 +61,7 @@ func gsWorkReplicas(t *testing.T, ctx context.Context, fc flotillaclient.Interfa
 // member1's copy is Healthy, so the workload never has fewer than 3;
 // then it drops to 2. (Before: member2's Work went to 2 at once.)
 func TestGracefulShrinkKeepsOldReplicasUntilHealthy(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2")
 	gsFailedOver(t, ctx, fc)
 
@@ -108,6 +109,7 @@ func TestGracefulShrinkKeepsOldReplicasUntilHealthy(t *testing.T) {
 // shrink's task stayed, so the failure left no history and its task was
 // the scheduler's.)
 func TestGracefulShrinkThenClusterFailure(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1", "member2")
 	gsFailedOver(t, ctx, fc)
 	waitUntil(t, "reschedule triggered", func() (bool, error) {

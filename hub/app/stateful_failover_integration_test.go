@@ -247,6 +247,7 @@ func spCreate(t *testing.T, ctx context.Context, fc flotillaclient.Interface, po
 // and do not hold the failover. After the task has ended, a template
 // change re-renders member2's copy and the label stays.
 func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
+	t.Parallel()
 	ctx, fc, kube := spStartHub(t, "member1", "member2")
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flink", Namespace: "default"},
 		Spec: policyv1alpha1.PropagationSpec{
@@ -337,6 +338,7 @@ func TestStatefulFailoverCarriesCheckpointToReplacement(t *testing.T) {
 // The Directly task ends only once member3's Work carries the state, and
 // the label stays after it has ended.
 func TestStatefulFailoverApplicationDirectly(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := spStartHub(t, "member1", "member2", "member3")
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flink", Namespace: "default"},
 		Spec: policyv1alpha1.PropagationSpec{
@@ -402,6 +404,7 @@ func TestStatefulFailoverApplicationDirectly(t *testing.T) {
 // both new copies carry the state (Karmada injects it only when one
 // cluster replaces one, and only with Directly).
 func TestStatefulFailoverDividedToTwoClusters(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := spStartHub(t, "member1", "member2", "member3")
 	// Only member1 fits at first, so it gets all replicas.
 	spTaint(t, ctx, fc, "member2", corev1.TaintEffectNoSchedule, true)
@@ -454,6 +457,7 @@ func TestStatefulFailoverDividedToTwoClusters(t *testing.T) {
 // have started without the checkpoint (and the scheduler would have taken
 // the unhealthy member1 back).
 func TestStatefulFailoverDirectlyWaitsForReplacement(t *testing.T) {
+	t.Parallel()
 	ctx, fc, _ := spStartHub(t, "member1", "member2", "member3")
 	spTaint(t, ctx, fc, "member3", corev1.TaintEffectNoSchedule, true)
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flink", Namespace: "default"},

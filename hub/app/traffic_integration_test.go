@@ -44,6 +44,7 @@ const webService = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"
 // MultiClusterIngress follows: where its backend runs, which clusters are
 // blocked, and the addresses of the rest.
 func TestRemedyTrafficControl(t *testing.T) {
+	// Not parallel: the traffic tests share the package-level dnsAddr.
 	dnsAddr = freeUDPAndTCPAddr(t)
 	ctx, fc := startHubWith(t, func(o *app.Options) {
 		// No agents here: keep the hand-written Ready from turning Unknown.
@@ -285,6 +286,7 @@ func reportStatus(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Wor
 // owned elsewhere; deleting the owner hands the host to the next-oldest,
 // and re-creating it does not win it back.
 func TestDNSHostOwnership(t *testing.T) {
+	// Not parallel: the traffic tests share the package-level dnsAddr.
 	dnsAddr = freeUDPAndTCPAddr(t)
 	var kubeconfig string
 	ctx, fc := startHubWith(t, func(o *app.Options) {
@@ -478,6 +480,7 @@ func waitEvent(t *testing.T, kube kubernetes.Interface, ns, name, typ, reason, m
 // respell (case, trailing dot), drop hosts and change anything else, and the
 // hub's status writes are not affected.
 func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
+	// Not parallel: the traffic tests share the package-level dnsAddr.
 	env := testenv.Start(t)
 	ctx := context.Background()
 	fc := flotillaclient.NewForConfigOrDie(env.Config)

@@ -66,6 +66,7 @@ func wrWaitFinished(t *testing.T, ctx context.Context, fc flotillaclient.Interfa
 // one that lost the status, triggers nothing again; ttlSecondsAfterFinished
 // deletes the finished object.
 func TestWorkloadRebalancer(t *testing.T) {
+	t.Parallel()
 	env := testenv.Start(t)
 	fc := flotillaclient.NewForConfigOrDie(env.Config)
 	ctx := context.Background()
@@ -174,6 +175,7 @@ func TestWorkloadRebalancer(t *testing.T) {
 // ClusterResourceBinding; a reference of another API group with the same
 // kind and name is not that workload.
 func TestWorkloadRebalancerClusterScoped(t *testing.T) {
+	t.Parallel()
 	ctx, fc := sfStartHub(t, 0, "member1")
 	if _, err := fc.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, &policyv1alpha1.ClusterPropagationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, Spec: policyv1alpha1.PropagationSpec{

@@ -51,6 +51,7 @@ const seedsDir = "../../pkg/wrap/testdata/karmada/"
 //
 // The CRDs' validation accepts every converted object.
 func TestWrapKarmadaSeedsOnHub(t *testing.T) {
+	t.Parallel()
 	var kubeconfig string
 	ctx, fc := startHubWith(t, func(o *app.Options) {
 		kubeconfig = o.Kubeconfig
@@ -223,6 +224,7 @@ func createFlotilla(ctx context.Context, t *testing.T, fc flotillaclient.Interfa
 //     reference is accepted as converted, and succeeds: the reference
 //     still names the workload although its template was renamed.
 func TestWrapKarmadaIssue18OnHub(t *testing.T) {
+	t.Parallel()
 	var kubeconfig string
 	ctx, fc := startHubWith(t, func(o *app.Options) {
 		kubeconfig = o.Kubeconfig
