@@ -162,7 +162,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	now := c.opts.Clock.Now()
 	old := binding.Status.FailoverHistory
 	oldCopies := c.oldCopies(binding)
-	history := Next(old, binding, oldCopies, now)
+	history := Next(old, binding, oldCopies, c.outages(binding), now)
 	// No write unless the history changed: most events of a binding in a
 	// failover (status reports, other controllers' writes) change nothing
 	// here.
@@ -283,6 +283,28 @@ func verb(reason string, done bool) string {
 		return "Failed over"
 	}
 	return "Failing over"
+}
+
+// outages: for each cluster the binding is being evicted from that is not
+// Ready, when the hub tainted it not-ready or unreachable (the hub's clock).
+func (c *Controller) outages(binding *workv1alpha1.ResourceBinding) map[string]time.Time {
+	var out map[string]time.Time
+	for _, task := range binding.Spec.GracefulEvictionTasks {
+		cl, err := c.clusters.Get(task.FromCluster)
+		if err != nil || meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
+			continue
+		}
+		for _, t := range cl.Spec.Taints {
+			if (t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable) &&
+				t.Effect == corev1.TaintEffectNoSchedule && t.TimeAdded != nil {
+				if out == nil {
+					out = map[string]time.Time{}
+				}
+				out[task.FromCluster] = t.TimeAdded.Time
+			}
+		}
+	}
+	return out
 }
 
 // oldCopies is the last reported status of the copies on the clusters the

@@ -60,8 +60,13 @@ const ReasonRescheduled = "Rescheduled"
 //
 // now is the hub's clock; times are kept to the second, as the API stores
 // them, so that Next of its own stored output changes nothing.
+//
+// outages maps a cluster to when the hub saw it fail (its not-ready or
+// unreachable taint's timeAdded): a copy on a failed cluster served nothing
+// from then, so an item opened for that cluster starts with that time
+// already degraded, before the eviction.
 func Next(history []workv1alpha1.FailoverHistoryItem, binding *workv1alpha1.ResourceBinding,
-	oldCopies []workv1alpha1.AggregatedStatusItem, now time.Time) []workv1alpha1.FailoverHistoryItem {
+	oldCopies []workv1alpha1.AggregatedStatusItem, outages map[string]time.Time, now time.Time) []workv1alpha1.FailoverHistoryItem {
 	stamp := metav1.NewTime(now.Truncate(time.Second))
 	out := make([]workv1alpha1.FailoverHistoryItem, 0, len(history)+len(binding.Spec.GracefulEvictionTasks))
 	for i := range history {
@@ -79,7 +84,13 @@ func Next(history []workv1alpha1.FailoverHistoryItem, binding *workv1alpha1.Reso
 			}
 			continue
 		}
-		out = append(out, open(task, stamp))
+		it := open(task, stamp)
+		if failed, ok := outages[task.FromCluster]; ok && task.Replicas != nil && *task.Replicas > 0 {
+			if d := it.StartTime.Sub(failed.Truncate(time.Second)); d > 0 {
+				it.DegradedSeconds = int64(d / time.Second)
+			}
+		}
+		out = append(out, it)
 		fresh[itemKey(&out[len(out)-1])] = true
 	}
 	sort.SliceStable(out, func(i, j int) bool {

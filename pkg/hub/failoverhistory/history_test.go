@@ -87,6 +87,14 @@ func task(from, reason string, created int) bindingOpt {
 }
 
 // opened is the item a TaintUntolerated task from member1 at 10 s opens.
+// withTaskReplicas gives the last task of opt replicas.
+func withTaskReplicas(opt bindingOpt, replicas int32) bindingOpt {
+	return func(b *workv1alpha1.ResourceBinding) {
+		opt(b)
+		b.Spec.GracefulEvictionTasks[len(b.Spec.GracefulEvictionTasks)-1].Replicas = &replicas
+	}
+}
+
 func opened() workv1alpha1.FailoverHistoryItem {
 	return workv1alpha1.FailoverHistoryItem{Reason: workv1alpha1.EvictionReasonTaintUntolerated,
 		Message: "taint cluster.flotilla.io/not-ready:NoExecute", OriginCluster: "member1",
@@ -114,6 +122,7 @@ func TestNext(t *testing.T) {
 		history   []workv1alpha1.FailoverHistoryItem
 		binding   *workv1alpha1.ResourceBinding
 		oldCopies []workv1alpha1.AggregatedStatusItem
+		outages   map[string]time.Time
 		now       int
 		want      []workv1alpha1.FailoverHistoryItem
 	}{{
@@ -126,6 +135,22 @@ func TestNext(t *testing.T) {
 			reported(status("member1", 1, 4, healthy), status("member2", 2, 4, healthy))),
 		now:  11,
 		want: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) { it.DegradedSince = atp(10) })},
+	}, {
+		name: "the failed cluster's outage before the eviction is degraded time already: the hub tainted member1 at 2, evicted at 10",
+		binding: nginx(false, on(map[string]int32{"member2": 2}), withTaskReplicas(task("member1", "TaintUntolerated", 10), 1),
+			reported(status("member2", 2, 4, healthy))),
+		outages: map[string]time.Time{"member1": t0.Add(2*time.Second + 700*time.Millisecond)},
+		now:     11,
+		want: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+			it.DegradedSince, it.DegradedSeconds = atp(10), 8
+		})},
+	}, {
+		name: "an outage on a cluster that held no replicas is not degraded time",
+		binding: nginx(false, on(map[string]int32{"member2": 2}), task("member1", "TaintUntolerated", 10),
+			reported(status("member2", 2, 4, healthy))),
+		outages: map[string]time.Time{"member1": t0.Add(2 * time.Second)},
+		now:     11,
+		want:    []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) { it.DegradedSince = atp(10) })},
 	}, {
 		name:    "the scheduler placed the binding after the task: clustersAfterFailover, still degraded",
 		history: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) { it.DegradedSince = atp(10) })},
@@ -258,13 +283,13 @@ func TestNext(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Next(tt.history, tt.binding, tt.oldCopies, t0.Add(time.Duration(tt.now)*time.Second+300*time.Millisecond))
+			got := Next(tt.history, tt.binding, tt.oldCopies, tt.outages, t0.Add(time.Duration(tt.now)*time.Second+300*time.Millisecond))
 			if !apiequality.Semantic.DeepEqual(got, tt.want) {
 				t.Fatalf("Next:\n got %+v\nwant %+v", got, tt.want)
 			}
 			// Its own output, observed again at the same moment, changes
 			// nothing: no second status write.
-			again := Next(got, tt.binding, tt.oldCopies, t0.Add(time.Duration(tt.now)*time.Second+300*time.Millisecond))
+			again := Next(got, tt.binding, tt.oldCopies, tt.outages, t0.Add(time.Duration(tt.now)*time.Second+300*time.Millisecond))
 			if !apiequality.Semantic.DeepEqual(again, got) {
 				t.Fatalf("Next is not idempotent:\n first %+v\nsecond %+v", got, again)
 			}
