@@ -217,6 +217,19 @@ for url in "${health_urls[@]}"; do
 	[ -n "$ok" ] || die "$url not ready after 60s; logs are in $LOG_DIR"
 done
 
+# A workload applied while a member still carries its start-up not-ready
+# taint would be placed without it (and stay there: a Divided workload is
+# not spread onto clusters that become fit later, see docs/failover.md).
+log "waiting for every member to be Ready and untainted"
+ok="" out=""
+for _ in $(seq 1 300); do
+	out=$("$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-hub" get clusters \
+		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{" "}{.spec.taints}{"\n"}{end}' 2>/dev/null || true)
+	if [ "$(grep -c ' True $' <<<"$out")" = "$MEMBERS" ]; then ok=1 && break; fi
+	sleep 0.2
+done
+[ -n "$ok" ] || die "members not Ready and untainted after 60s: $out; logs are in $LOG_DIR"
+
 cat <<EOF
 
 Flotilla is up in $(($(date +%s) - start_time))s: hub + $MEMBERS members, $NODES fake nodes each, $AGENTS_PER_MEMBER agents per member.
