@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -192,7 +193,9 @@ func createNginx(ctx context.Context, hub kubernetes.Interface, flotilla flotill
 // Available, then removes it: after a cluster restart its apiserver
 // answers long before its controller manager and scheduler act again.
 func waitRunsWorkloads(ctx context.Context, member kubernetes.Interface) {
-	const ns = "e2e-canary"
+	// A namespace of its own per call: the previous call's namespace may
+	// still be terminating (two specs restart member1 one after the other).
+	ns := "e2e-canary-" + utilrand.String(5)
 	_, err := member.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
