@@ -36,23 +36,35 @@ import (
 func init() {
 	acceptedCases = append(acceptedCases, issue18Accepted...)
 	refusedCases = append(refusedCases, issue18Refused...)
+	// These examples have names of their own.
+	for _, name := range []string{"application-failover-knobs.yaml", "apply-strategy.yaml", "stateful-failover.yaml"} {
+		acceptedCases = append(acceptedCases, exampleCases(name, "")...)
+	}
+	// These reuse the seed's names (nginx): they go to their own namespace
+	// so they do not collide with the cases above.
 	for _, name := range []string{"failback.yaml", "workload-rebalancer.yaml", "dependencies.yaml"} {
-		example, err := os.ReadFile(filepath.Join("../../examples", name))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			panic(err)
-		}
-		// The examples reuse the seed's names (nginx); they go to their
-		// own namespace so they do not collide with the cases above.
-		for i, doc := range strings.Split(strings.ReplaceAll(string(example), "namespace: default", "namespace: other"), "\n---\n") {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			acceptedCases = append(acceptedCases, validationCase{name: fmt.Sprintf("examples/%s document %d", name, i+1), yaml: doc})
+		acceptedCases = append(acceptedCases, exampleCases(name, "other")...)
+	}
+}
+
+// exampleCases are the documents of examples/name, moved from namespace
+// default to ns when ns is set.
+func exampleCases(name, ns string) []validationCase {
+	example, err := os.ReadFile(filepath.Join("../../examples", name))
+	if err != nil {
+		panic(err)
+	}
+	text := string(example)
+	if ns != "" {
+		text = strings.ReplaceAll(text, "namespace: default", "namespace: "+ns)
+	}
+	var cases []validationCase
+	for i, doc := range strings.Split(text, "\n---\n") {
+		if strings.TrimSpace(doc) != "" {
+			cases = append(cases, validationCase{name: fmt.Sprintf("examples/%s document %d", name, i+1), yaml: doc})
 		}
 	}
+	return cases
 }
 
 // issue18Policy is a PropagationPolicy whose spec ends with extra (indented

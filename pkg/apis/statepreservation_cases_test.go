@@ -16,12 +16,6 @@ limitations under the License.
 
 package apis_test
 
-import (
-	"fmt"
-	"os"
-	"strings"
-)
-
 // Stateful failover (failover.{cluster,application}.statePreservation):
 // the CRD refuses a jsonPath without braces and an aliasLabelName that is
 // not a label key at kubectl apply. A path that passes the CRD but not
@@ -30,14 +24,6 @@ import (
 func init() {
 	acceptedCases = append(acceptedCases, statePreservationAccepted...)
 	refusedCases = append(refusedCases, statePreservationRefused...)
-	// The documented example is applied as it is.
-	example, err := os.ReadFile("../../examples/stateful-failover.yaml")
-	if err != nil {
-		panic(err)
-	}
-	for i, doc := range strings.Split(string(example), "\n---\n") {
-		acceptedCases = append(acceptedCases, validationCase{name: fmt.Sprintf("examples/stateful-failover.yaml document %d", i+1), yaml: doc})
-	}
 }
 
 var statePreservationAccepted = []validationCase{

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
 
@@ -64,4 +65,15 @@ func Report(rec record.EventRecorder, binding *workv1alpha1.ResourceBinding, clu
 // oneLine joins a joined error's lines.
 func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// Carry is what an eviction of binding from cluster carries to the copies
+// that replace it under the policy's rules sp (nil: none), read from the
+// last status the hub saw of the copy there. What it carries, and each
+// rule it could not read, is reported on the binding and its template; a
+// rule that cannot be read is skipped: a failover never waits for state.
+func Carry(rec record.EventRecorder, binding *workv1alpha1.ResourceBinding, sp *policyv1alpha1.StatePreservation, cluster string) map[string]string {
+	labels, err := ForEviction(sp, binding.Status.AggregatedStatus, cluster)
+	Report(rec, binding, cluster, labels, err)
+	return labels
 }

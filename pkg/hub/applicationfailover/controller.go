@@ -57,6 +57,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -233,7 +234,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	stamp := metav1.NewTime(now)
 	for _, cluster := range evict {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds, PreservedLabelState: c.preservedState(binding, cluster),
+			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds, PreservedLabelState: statepreservation.Carry(c.opts.Recorder, binding, behavior.StatePreservation, cluster),
 			Reason:   workv1alpha1.EvictionReasonApplicationFailure,
 			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds%s", cluster, toleration, note),
 			Producer: workv1alpha1.EvictionProducerApplicationFailover,

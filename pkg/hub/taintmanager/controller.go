@@ -57,6 +57,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -238,8 +239,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 	updated := binding.DeepCopy()
 	purgeMode := policyv1alpha1.PurgeModeGracefully
+	var state *policyv1alpha1.StatePreservation
 	if f := binding.Spec.Failover; f != nil && f.Cluster != nil {
-		purgeMode = policyv1alpha1.NormalizePurgeMode(f.Cluster.PurgeMode)
+		purgeMode, state = policyv1alpha1.NormalizePurgeMode(f.Cluster.PurgeMode), f.Cluster.StatePreservation
 	}
 	evicting := func(name string) bool {
 		return slices.ContainsFunc(evictions, func(e eviction) bool { return e.cluster == name })
@@ -252,7 +254,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	stamp := metav1.NewTime(now)
 	for _, e := range evictions {
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated, PreservedLabelState: c.preservedState(binding, e.cluster),
+			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated, PreservedLabelState: statepreservation.Carry(c.opts.Recorder, binding, state, e.cluster),
 			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate%s", e.cluster, describeTaint(e.taint), note),
 			Producer: workv1alpha1.EvictionProducerTaintManager,
 		}, stamp)
