@@ -113,6 +113,10 @@ type Controller struct {
 	// waiting is the last fleet-wide wait reported per binding (events
 	// once per change).
 	waiting map[string]string
+	// counted is the last fleet-wide count of failbacks in progress: while
+	// it is above zero every sync counts again, so the gauge falls when
+	// they end.
+	counted int
 
 	// untaintedSince is when each cluster was last seen losing its last
 	// NoSchedule/NoExecute taint, or first seen without one (a hub start
@@ -300,6 +304,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if binding.DeletionTimestamp != nil {
 		return nil
 	}
+	if failbackOf(&binding.Spec) == nil {
+		// Most bindings: nothing to decide, and no fleet-wide count.
+		c.forget(key)
+		return nil
+	}
 	list, err := c.clusters.List(labels.Everything())
 	if err != nil {
 		return err
@@ -316,9 +325,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
-	total, others := c.countInProgress(key, now)
-	if c.opts.Metrics != nil {
-		c.opts.Metrics.InProgress.Set(float64(total))
+	in := Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now}
+	d := Decide(in)
+	// The fleet-wide count lists every binding: only when a failback may
+	// start (the limit is Decide's last check), while we have failbacks in
+	// flight, or while the last count was not zero (for the gauge).
+	total := 0
+	if d.Action == ActionStart || len(c.started) > 0 || c.counted > 0 {
+		total, in.InProgress = c.countInProgress(key, now)
+		c.counted = total
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.InProgress.Set(float64(total))
+		}
+		if d.Action == ActionStart {
+			d = Decide(in)
+		}
 	}
 	if _, pending := c.started[key]; pending {
 		// Our failback of it is not in the cache yet: deciding on the
@@ -326,8 +347,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// informer event brings it back.
 		return nil
 	}
-	d := Decide(Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, InProgress: others,
-		UntaintedSince: c.untainted(), Now: now})
 	logger := klog.FromContext(ctx).WithValues("binding", key)
 	switch d.Action {
 	case ActionWaitWindow:
@@ -358,6 +377,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	c.started[key] = updated.Spec.RescheduleTriggeredAt.Time
+	c.counted = total + 1
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.Started.Inc()
 		c.opts.Metrics.InProgress.Set(float64(total + 1))
