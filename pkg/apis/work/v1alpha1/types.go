@@ -527,6 +527,11 @@ type ResourceBindingStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	FailoverHistory []FailoverHistoryItem `json:"failoverHistory,omitempty"`
+
+	// SchedulingDecision is each cluster's filter and score result at the
+	// scheduler's last written decision (`kubectl flotilla explain`).
+	// +optional
+	SchedulingDecision *SchedulingDecision `json:"schedulingDecision,omitempty"`
 }
 
 // FailoverHistoryLimit is how many entries status.failoverHistory keeps.
