@@ -7,6 +7,11 @@ import (
 	"os"
 
 	"k8s.io/klog/v2"
+	// The image (hack/image) has no CA bundle: with no system roots,
+	// crypto/x509 falls back to these Mozilla roots, so TLS to public
+	// endpoints (an OIDC issuer, a cloud API, a webhook in front of the
+	// hub) still verifies. Only used when the system has no roots.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/flotilla-io/flotilla/agent/app"
 )
