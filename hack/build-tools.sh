@@ -41,6 +41,13 @@ selected() {
 	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
 	return 1
 }
+# A name without a recipe is a typo in a caller's list (e.g. make up's), not
+# something to skip silently.
+for w in "${want[@]}"; do
+	known=""
+	for recipe in "${RECIPES[@]}"; do [ "${recipe%%|*}" = "$w" ] && known=1; done
+	[ -n "$known" ] || { echo "hack/build-tools.sh: no recipe for $w" >&2; exit 1; }
+done
 
 for recipe in "${RECIPES[@]}"; do
 	IFS='|' read -r name module pkg ldflags <<<"$recipe"
