@@ -4,7 +4,8 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 ROOT    := $(CURDIR)
-BIN     := $(ROOT)/bin
+# FLOTILLA_BIN moves bin/ for every target, as for hack/build-tools.sh and hack/local-up.sh.
+BIN     := $(or $(FLOTILLA_BIN),$(ROOT)/bin)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/flotilla-io/flotilla/pkg/version.Version=$(VERSION) -X github.com/flotilla-io/flotilla/pkg/version.GitCommit=$(COMMIT)
@@ -52,8 +53,19 @@ lint: ## go vet and staticcheck (staticcheck.conf; built from hack/tools/lint in
 	go vet ./...
 	$(BIN)/staticcheck $$(go list ./... | grep -v /pkg/generated/)
 
+# The tools hack/local-up.sh runs (it lists them: with MONITORING=1 also
+# Prometheus); `make up` builds only these, not the code generators or the
+# linter that `make tools` (and so `make test`) builds too.
+MONITORING ?= 0
+export MONITORING
+UP_TOOLS = $(shell MONITORING=$(MONITORING) hack/local-up.sh --tools)
+
+.PHONY: up-tools
+up-tools: ## Build only the tools `make up` runs into bin/ (cached).
+	hack/build-tools.sh $(UP_TOOLS)
+
 .PHONY: up
-up: tools build ## Bring up a hub and $(MEMBERS) kwok member clusters on this machine and run Flotilla on them.
+up: up-tools build ## Bring up a hub and $(MEMBERS) kwok member clusters on this machine and run Flotilla on them (MONITORING=1: and Prometheus).
 	hack/local-up.sh
 
 .PHONY: down

@@ -17,6 +17,10 @@ MEMBERS=${MEMBERS:-3}
 NODES=${NODES:-3}
 AGENTS_PER_MEMBER=${AGENTS_PER_MEMBER:-2}
 FAST=${FAST:-0}
+# MONITORING=1: local-up.sh also runs Prometheus on PROMETHEUS_PORT (19090
+# with the default PORT_BASE; the e2e environment's base moves it too).
+MONITORING=${MONITORING:-0}
+PROMETHEUS_PORT=${FLOTILLA_PROMETHEUS_PORT:-$((PORT_BASE + 2090))}
 
 LOG_DIR=$STATE_DIR/logs
 PID_DIR=$STATE_DIR/pids
@@ -34,6 +38,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # The hub's DNS traffic manager (MultiClusterIngress hosts).
 hub_dns_port() { echo $((PORT_BASE + 53)); }
 member_dns_port() { echo $((PORT_BASE + 100 * $1)); }
+# CoreDNS's own /metrics (its prometheus plugin), next to its DNS port.
+member_dns_metrics_port() { echo $((PORT_BASE + 100 * $1 + 1)); }
 # agent_port MEMBER INDEX OFFSET: OFFSET 0 = health, 1 = metrics.
 agent_port() { echo $((PORT_BASE + 100 * $1 + 10 + 2 * $2 + $3)); }
 kwok_kubeconfig() { echo "$KWOK_WORKDIR/clusters/$1/kubeconfig.yaml"; }

@@ -2,7 +2,7 @@
 # Controls single parts of an environment hack/local-up.sh started, for fault
 # injection by the e2e suite and by hand:
 #
-#   local-ctl.sh stop|kill|start|restart PROCESS   hub, agent-member1-0, coredns-member1, …
+#   local-ctl.sh stop|kill|start|restart PROCESS   hub, agent-member1-0, coredns-member1, prometheus, …
 #   local-ctl.sh pid PROCESS                       prints the pid (fails if not running)
 #   local-ctl.sh stop-cluster|start-cluster NAME   a kwok cluster, e.g. flotilla-member1
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops exactly what hack/local-up.sh started: the hub, agent and CoreDNS
-# processes it recorded, and the kwok clusters in its own KWOK_WORKDIR.
+# Stops exactly what hack/local-up.sh started: the hub, agent, CoreDNS (and
+# Prometheus) processes it recorded, and the kwok clusters in its own KWOK_WORKDIR.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,6 +17,7 @@ if [ -x "$KWOKCTL" ]; then
 		"$KWOKCTL" delete cluster --name "$name" >>"$LOG_DIR/kwokctl.log" 2>&1 || log "kwokctl delete cluster $name failed; see $LOG_DIR/kwokctl.log"
 	done
 fi
-rm -rf "$KWOK_WORKDIR" "$PID_DIR" "$CMD_DIR" "$STATE_DIR/environment"
+# Prometheus's TSDB (MONITORING=1) goes with the clusters it watched.
+rm -rf "$KWOK_WORKDIR" "$PID_DIR" "$CMD_DIR" "$STATE_DIR/environment" "$STATE_DIR/prometheus"
 rm -f "$KUBECONFIG_OUT"
 log "down; logs kept in $LOG_DIR"
