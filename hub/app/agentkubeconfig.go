@@ -24,15 +24,19 @@ import (
 // cluster's agent identity, with a token from the TokenRequest API.
 func newAgentKubeconfigCommand() *cobra.Command {
 	var (
-		kubeconfig, cluster, server, tokenFile string
-		duration, wait_                        time.Duration
+		kube                       cmdutil.KubeconfigFlags
+		cluster, server, tokenFile string
+		duration, wait_            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent-kubeconfig --cluster NAME",
 		Short: "Print a kubeconfig for a member's agent identity on the hub.",
 		Long: `Prints a kubeconfig that authenticates as the agent identity the hub made for
 a Cluster (ServiceAccount flotilla-agent in flotilla-es-<cluster>), with a
-token from the TokenRequest API valid for --duration.
+token from the TokenRequest API valid for --duration. The hub is reached the
+way kubectl reaches a cluster (--kubeconfig, KUBECONFIG, ~/.kube/config,
+--context, then in-cluster), as a user allowed to create serviceaccounts/token
+in flotilla-es-<cluster>.
 
 Rotation: run it again before the token expires and replace the agent's
 kubeconfig Secret. With --token-file the kubeconfig refers to that file
@@ -43,16 +47,16 @@ rewriting the file (e.g. from a CronJob), without restarting the agent.`,
 			if cluster == "" {
 				return fmt.Errorf("--cluster is required")
 			}
-			cfg, err := cmdutil.RestConfig(kubeconfig, 20, 40, "hub")
+			cfg, err := kube.RestConfig(20, 40, "hub")
 			if err != nil {
 				return err
 			}
-			kube, err := kubernetes.NewForConfig(cfg)
+			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			token, err := requestToken(ctx, kube, cluster, duration, wait_)
+			token, err := requestToken(ctx, client, cluster, duration, wait_)
 			if err != nil {
 				return err
 			}
@@ -88,9 +92,9 @@ rewriting the file (e.g. from a CronJob), without restarting the agent.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to the hub (host cluster) kubeconfig with rights to request tokens; empty means in-cluster.")
+	kube.AddFlags(fs, "the hub (host cluster)")
 	fs.StringVar(&cluster, "cluster", "", "Name of the Cluster whose agent identity to use (required).")
-	fs.StringVar(&server, "server", "", "Hub apiserver URL as the member reaches it (default: the one in --kubeconfig).")
+	fs.StringVar(&server, "server", "", "Hub apiserver URL as the member reaches it (default: the server of the kubeconfig context used).")
 	fs.StringVar(&tokenFile, "token-file", "", "Write the token to this file and refer to it from the kubeconfig (for rotation without restarts).")
 	fs.DurationVar(&duration, "duration", 24*time.Hour, "Requested token lifetime (the apiserver may cap it).")
 	fs.DurationVar(&wait_, "wait", 30*time.Second, "How long to wait for the hub to create the identity of a new Cluster.")

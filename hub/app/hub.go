@@ -58,6 +58,7 @@ import (
 // the concept is the same.
 type Options struct {
 	Kubeconfig             string
+	Context                string
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
 	MetricsBindAddress     string
@@ -127,7 +128,7 @@ func NewOptions() *Options {
 
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to the host cluster's kubeconfig; empty means the in-cluster service account.")
+	cmdutil.AddKubeconfigFlags(fs, &o.Kubeconfig, &o.Context, "the host cluster")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to the host cluster's apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to the host cluster's apiserver.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
@@ -216,7 +217,7 @@ apiserver (Flotilla CRDs); members reach it through their agents (pull mode).`,
 // Run runs the hub until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
 	klog.InfoS("Starting Flotilla hub", "version", version.String())
-	cfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "hub")
+	cfg, err := cmdutil.KubeconfigFlags{Kubeconfig: opts.Kubeconfig, Context: opts.Context}.RestConfig(opts.KubeAPIQPS, opts.KubeAPIBurst, "hub")
 	if err != nil {
 		return err
 	}
@@ -288,6 +289,7 @@ func Run(ctx context.Context, opts *Options) error {
 			WithLargeFleetSizeThreshold(opts.LargeFleetSizeThreshold)
 		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
+			GuardPublisher: clustertaint.NewGuardPublisher(clients.kube("fleet-guard"), opts.LeaderElection.ResourceNamespace),
 		})
 		// The detector re-checks each template's scope against the host's
 		// discovery (cached; refreshed at most once a minute on a miss).

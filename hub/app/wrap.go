@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	"github.com/flotilla-io/flotilla/pkg/wrap"
 )
 
@@ -22,8 +22,7 @@ type wrapOptions struct {
 	namespace          string
 	fromKarmada        bool
 	allowUnsupported   bool
-	kubeconfig         string
-	context            string
+	discovery          cmdutil.KubeconfigFlags
 	clusterScopedKinds []string
 }
 
@@ -64,8 +63,11 @@ Nothing is written to standard output when there is an error. See docs/wrap.md.`
 	fs.StringVarP(&o.namespace, "namespace", "n", "default", "Namespace for templates (and converted namespaced policies) of objects that name none.")
 	fs.BoolVar(&o.fromKarmada, "from-karmada", false, "Convert Karmada objects (policy.karmada.io, remedy.karmada.io, ...) to Flotilla's.")
 	fs.BoolVar(&o.allowUnsupported, "allow-unsupported", false, "With --from-karmada: write the output even though fields or objects Flotilla does not support were dropped (they are still reported).")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of a cluster to ask (discovery) whether kinds are namespaced; without it and --context, built-in tables decide.")
-	fs.StringVar(&o.context, "context", "", "Context in the kubeconfig to use for discovery.")
+	// Not cmdutil.KubeconfigFlags.AddFlags: wrap is an offline converter and
+	// asks a cluster only when told to, so its output does not change with
+	// whatever KUBECONFIG happens to point at (or fail offline).
+	fs.StringVar(&o.discovery.Kubeconfig, "kubeconfig", "", "Kubeconfig of a cluster to ask (discovery) whether kinds are namespaced; without it and --context, built-in tables decide.")
+	fs.StringVar(&o.discovery.Context, "context", "", "Context to use for discovery; alone (without --kubeconfig) it is looked up as kubectl does, in KUBECONFIG, else ~/.kube/config.")
 	fs.StringArrayVar(&o.clusterScopedKinds, "cluster-scoped-kind", nil, "Treat Kind.group (e.g. ClusterIssuer.cert-manager.io) as cluster-scoped; repeatable.")
 	return cmd
 }
@@ -87,8 +89,8 @@ func runWrap(o *wrapOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 		FromKarmada:        o.fromKarmada,
 		ClusterScopedKinds: wrap.ParseClusterScopedKinds(o.clusterScopedKinds),
 	}
-	if o.kubeconfig != "" || o.context != "" {
-		scope, err := discoveryScope(o.kubeconfig, o.context)
+	if o.discovery != (cmdutil.KubeconfigFlags{}) {
+		scope, err := discoveryScope(o.discovery)
 		if err != nil {
 			return err
 		}
@@ -124,11 +126,8 @@ func runWrap(o *wrapOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 // discoveryScope asks the cluster of the kubeconfig which kinds are
 // namespaced. Kinds it does not serve (often: the hub lacks the members'
 // CRDs) fall back to the built-in tables.
-func discoveryScope(kubeconfig, context string) (wrap.ScopeFunc, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+func discoveryScope(kube cmdutil.KubeconfigFlags) (wrap.ScopeFunc, error) {
+	cfg, err := kube.RestConfig(20, 40, "hub-wrap")
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig for discovery: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 )
 
 const karmadaTestdata = "../../pkg/wrap/testdata/karmada"
@@ -167,7 +169,7 @@ func TestWrapDiscoveryScope(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	scope, err := discoveryScope(kubeconfig, "members")
+	scope, err := discoveryScope(cmdutil.KubeconfigFlags{Kubeconfig: kubeconfig, Context: "members"})
 	if err != nil {
 		t.Fatal(err)
 	}
