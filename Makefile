@@ -9,6 +9,10 @@ BIN     := $(or $(FLOTILLA_BIN),$(ROOT)/bin)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/flotilla-io/flotilla/pkg/version.Version=$(VERSION) -X github.com/flotilla-io/flotilla/pkg/version.GitCommit=$(COMMIT)
+# The image `make image` builds and writes into kustomize/image (every
+# kustomization deploys it); PLATFORMS=linux/amd64,linux/arm64 makes an index.
+IMAGE     ?= ghcr.io/flotilla-io/flotilla:$(VERSION)
+PLATFORMS ?=
 
 # `make up` knobs (see README): number of members, fake nodes per member,
 # agent processes per member, FAST=1 for demo-speed timeouts.
@@ -35,6 +39,13 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, k
 build: ## Build the hub and agent binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/hub ./hub
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/agent ./agent
+
+# hack/image (go-containerregistry, no container runtime): bin/image is an
+# OCI layout, bin/image/flotilla.tar a docker-archive; the digest is printed.
+.PHONY: image
+image: ## Build the image $(IMAGE) (/hub, /agent; non-root, static, reproducible) into bin/image/ and point kustomize/image at it.
+	go run ./hack/image --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) $(if $(PLATFORMS),--platforms $(PLATFORMS)) \
+		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar --kustomize kustomize/image/kustomization.yaml
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, clientset, listers, informers and CRD YAML.
