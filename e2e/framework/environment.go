@@ -24,8 +24,9 @@ type Member struct {
 	Name string
 	// Context is the member's context in the environment's kubeconfig.
 	Context string
-	// DNS is host:port of the member's in-cluster DNS server.
-	DNS string
+	// DNS is host:port of the member's in-cluster DNS server, DNSMetrics
+	// of its /metrics (empty when the environment does not say).
+	DNS, DNSMetrics string
 	// AgentHealth holds host:port of each agent's health endpoint.
 	AgentHealth []string
 	// AgentMetrics holds host:port of each agent's metrics endpoint.
@@ -49,8 +50,11 @@ type Environment struct {
 	HubHealth          string
 	HubMetrics         string
 	// HubDNS is host:port of the hub's DNS traffic manager.
-	HubDNS  string
-	Members []Member
+	HubDNS string
+	// Prometheus is host:port of a Prometheus scraping the environment
+	// (local-up.sh with MONITORING=1); empty when there is none.
+	Prometheus string
+	Members    []Member
 	// Timings are the agent and hub timers the environment runs with.
 	Timings Timings
 	// ctl, when set, carries out Ctl instead of CtlScript (the kind provider).
@@ -84,6 +88,7 @@ func LoadEnvironment(path string) (*Environment, error) {
 		StateDir:   kv["STATE_DIR"],
 		Prefix:     kv["PREFIX"],
 		CtlScript:  kv["CTL"],
+		Prometheus: kv["PROMETHEUS"],
 	}
 	env.Timings = DefaultTimings()
 	if env.StateDir != "" {
@@ -102,6 +107,7 @@ func LoadEnvironment(path string) (*Environment, error) {
 			Name:         kv[p+"NAME"],
 			Context:      kv[p+"CONTEXT"],
 			DNS:          kv[p+"DNS"],
+			DNSMetrics:   kv[p+"DNS_METRICS"],
 			AgentHealth:  strings.Fields(kv[p+"AGENT_HEALTH"]),
 			AgentMetrics: strings.Fields(kv[p+"AGENT_METRICS"]),
 			Agents:       strings.Fields(kv[p+"AGENTS"]),
