@@ -90,6 +90,22 @@ func BenchmarkSchedule(b *testing.B) {
 	}
 }
 
+// BenchmarkScheduleRecordDecision is BenchmarkSchedule with the decision
+// recorded, as the controller asks when it writes status.
+func BenchmarkScheduleRecordDecision(b *testing.B) {
+	fleet, specs := benchFleet(), benchSpecs()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		spec := specs[i%len(specs)]
+		res, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, RecordDecision: true})
+		if err != nil || res.Decision == nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 // TestScheduleLatencyReport prints the latency distribution of 10,000
 // scheduling decisions over 100 clusters (go test -run ScheduleLatencyReport
 // -v -latency-report). It asserts nothing about time: the numbers go in

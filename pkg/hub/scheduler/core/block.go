@@ -32,16 +32,16 @@ const reasonBlocked = "cluster(s) were blocked after an application failover (bl
 // way when nothing else fits). A cluster still in the current result keeps
 // it: the block is about going back, not about evicting what runs (that is
 // application failover's own decision).
-func blockedFilter(in Input, cluster string, current map[string]int32) string {
+func blockedFilter(in Input, cluster string, current map[string]int32) bool {
 	if _, scheduled := current[cluster]; scheduled {
-		return ""
+		return false
 	}
 	for _, b := range workobjects.PredecessorBlocks(in.Spec, in.Now) {
 		if b.Cluster == cluster {
-			return reasonBlocked
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 // DescribeBlocks says which clusters are blocked at now and until when,

@@ -21,6 +21,7 @@ limitations under the License.
 package core
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -72,6 +73,10 @@ type Input struct {
 	// restores the old result. Not on other triggers, where it would
 	// move replicas back and forth without a cause.
 	RestoreRemoved bool
+	// RecordDecision asks for Result.Decision (FitError.Decision): each
+	// cluster's filter and score result. It costs a few allocations per
+	// listed cluster, so the controller asks only when it writes status.
+	RecordDecision bool
 }
 
 // Result is a scheduling decision.
@@ -80,6 +85,9 @@ type Result struct {
 	Clusters []workv1alpha1.TargetCluster
 	// AffinityName is the ClusterAffinities term used, if any.
 	AffinityName string
+	// Decision is each cluster's filter and score result; nil unless
+	// Input.RecordDecision.
+	Decision *workv1alpha1.SchedulingDecision
 }
 
 // FitError says why no cluster (or too few) fit.
@@ -90,11 +98,15 @@ type FitError struct {
 	Reasons map[string]string
 	// Message is the whole explanation.
 	Message string
+	// Decision is each cluster's filter and score result for the term
+	// whose failure Message reports; nil unless Input.RecordDecision.
+	Decision *workv1alpha1.SchedulingDecision
 }
 
 func (e *FitError) Error() string { return e.Message }
 
-// Filter reasons, in the words of Karmada's scheduler log.
+// Filter reasons, in the words of Karmada's scheduler log (the condition
+// message); the decision's codes are workv1alpha1.Decision*.
 const (
 	reasonDeleting      = "cluster(s) were being deleted"
 	reasonAffinity      = "cluster(s) did not match the placement cluster affinity constraint"
@@ -102,6 +114,34 @@ const (
 	reasonEvictedRecent = "cluster(s) had evicted this workload recently"
 	reasonAPIMissing    = "cluster(s) did not serve the workload's API"
 )
+
+// rejection is why a filter removed a cluster; the zero value means it
+// passed. The words are made only when needed (sentence, message).
+type rejection struct {
+	code  string        // workv1alpha1.Decision*
+	taint *corev1.Taint // the untolerated taint, for DecisionTaintUntolerated
+}
+
+// sentence is the rejection in the words of Karmada's scheduler log.
+func (r rejection) sentence() string {
+	switch r.code {
+	case workv1alpha1.DecisionClusterDeleting:
+		return reasonDeleting
+	case workv1alpha1.DecisionClusterAffinityMismatch:
+		return reasonAffinity
+	case workv1alpha1.DecisionTaintUntolerated:
+		return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", r.taint.Key, r.taint.Value)
+	case workv1alpha1.DecisionBlocked:
+		return reasonBlocked
+	case workv1alpha1.DecisionEvicting:
+		return reasonEvicting
+	case workv1alpha1.DecisionRecentlyEvicted:
+		return reasonEvictedRecent
+	case workv1alpha1.DecisionAPINotServed:
+		return reasonAPIMissing
+	}
+	return r.code
+}
 
 // candidate is a cluster that passed the filters.
 type candidate struct {
@@ -148,23 +188,38 @@ func Schedule(in Input) (Result, error) {
 	// recently evicted clusters, then, rather than run nowhere, with them
 	// (they still pass the taint filters, so only healthy ones are taken).
 	var firstErr error
+	var firstOut termOutcome
 	for _, allowEvicted := range []bool{false, true} {
 		// The last pass's error says what really stands in the way.
 		firstErr = nil
+		var tried []termOutcome // terms that did not fit, when recording
 		for _, t := range terms {
-			clusters, err := scheduleTerm(in, placement, t.affinity, allowEvicted)
+			out, err := scheduleTerm(in, placement, t.name, t.affinity, allowEvicted)
 			if err == nil {
-				return Result{Clusters: clusters, AffinityName: t.name}, nil
+				res := Result{Clusters: out.targets, AffinityName: t.name}
+				if in.RecordDecision {
+					res.Decision = decide(in, placement, &out, tried)
+				}
+				return res, nil
 			}
 			if firstErr == nil {
-				firstErr = err
+				firstErr, firstOut = err, out
+			}
+			if in.RecordDecision {
+				tried = append(tried, out)
 			}
 		}
 		if !hasRecentEviction(in) {
 			break
 		}
 	}
-	return Result{}, withBlocks(in, firstErr)
+	err := withBlocks(in, firstErr)
+	var fit *FitError
+	if in.RecordDecision && errors.As(err, &fit) {
+		// The reported term is the first tried: no earlier term to note.
+		fit.Decision = decide(in, placement, &firstOut, nil)
+	}
+	return Result{}, err
 }
 
 // hasRecentEviction: some eviction history entry is still within the TTL.
@@ -174,16 +229,43 @@ func hasRecentEviction(in Input) bool {
 	})
 }
 
-func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) ([]workv1alpha1.TargetCluster, error) {
+// termOutcome is what scheduling one affinity term found; the fields after
+// targets are kept only when recording a decision.
+type termOutcome struct {
+	name         string
+	affinity     *policyv1alpha1.ClusterAffinity
+	allowEvicted bool
+	feasible     []candidate // passed the filters, best score first
+	targets      []workv1alpha1.TargetCluster
+
+	rejections []rejection                                // per in.Clusters index
+	selected   []candidate                                // picked by the spread constraints
+	droppedBy  map[string]*policyv1alpha1.SpreadConstraint // the constraint that left a feasible cluster out
+	failure    string                                     // why the feasible clusters were not enough
+	spreadFail bool                                       // failure is the spread's, not the replicas'
+}
+
+func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) (termOutcome, error) {
+	out := termOutcome{name: name, affinity: affinity, allowEvicted: allowEvicted}
 	current := map[string]int32{}
 	for _, t := range in.Spec.Clusters {
 		current[t.Name] = t.Replicas
 	}
+	var dropped func(candidate, *policyv1alpha1.SpreadConstraint)
+	if in.RecordDecision {
+		out.rejections = make([]rejection, len(in.Clusters))
+		droppedBy := map[string]*policyv1alpha1.SpreadConstraint{}
+		out.droppedBy = droppedBy
+		dropped = func(c candidate, sc *policyv1alpha1.SpreadConstraint) { droppedBy[c.cluster.Name] = sc }
+	}
 	reasons := map[string]string{}
 	var feasible []candidate
-	for _, c := range in.Clusters {
-		if reason := filter(in, placement, affinity, c, current, allowEvicted); reason != "" {
-			reasons[c.Name] = reason
+	for i, c := range in.Clusters {
+		if r := filter(in, placement, affinity, c, current, allowEvicted); r.code != "" {
+			reasons[c.Name] = r.sentence()
+			if out.rejections != nil {
+				out.rejections[i] = r
+			}
 			continue
 		}
 		n, existing := current[c.Name]
@@ -209,7 +291,7 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 			Message: fitMessage(len(feasible), len(in.Clusters), reasons, extra)}
 	}
 	if len(feasible) == 0 {
-		return nil, fitErr("")
+		return out, fitErr("")
 	}
 	// Score: locality first (keep what runs), then name for stability.
 	sort.SliceStable(feasible, func(i, j int) bool {
@@ -221,36 +303,44 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, affinity *polic
 		}
 		return feasible[i].cluster.Name < feasible[j].cluster.Name
 	})
-	selected, msg := selectBySpread(feasible, placement.SpreadConstraints)
+	out.feasible = feasible
+	selected, msg := selectBySpread(feasible, placement.SpreadConstraints, dropped)
 	if msg != "" {
-		return nil, fitErr(msg)
+		out.failure, out.spreadFail = msg, true
+		return out, fitErr(msg)
+	}
+	if in.RecordDecision {
+		out.selected = selected
 	}
 	targets, msg := assignReplicas(in, placement, selected)
 	if msg != "" {
-		return nil, fitErr(msg)
+		out.failure = msg
+		return out, fitErr(msg)
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
-	return targets, nil
+	out.targets = targets
+	return out, nil
 }
 
-// filter returns why cluster c cannot run the binding, or "".
-func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32, allowEvicted bool) string {
+// filter returns why cluster c cannot run the binding; the zero rejection
+// when it can.
+func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32, allowEvicted bool) rejection {
 	if c.DeletionTimestamp != nil {
-		return reasonDeleting
+		return rejection{code: workv1alpha1.DecisionClusterDeleting}
 	}
 	if !clusteraffinity.Matches(affinity, c) {
-		return reasonAffinity
+		return rejection{code: workv1alpha1.DecisionClusterAffinityMismatch}
 	}
 	// A cluster already in the result keeps it despite new taints: moving
 	// workloads off NoExecute clusters is the taint manager's job, with
 	// its tolerations and rate limits.
 	if _, scheduled := current[c.Name]; !scheduled {
 		if taint := Untolerated(placement.ClusterTolerations, EffectiveTaints(c)); taint != nil {
-			return fmt.Sprintf("cluster(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
+			return rejection{code: workv1alpha1.DecisionTaintUntolerated, taint: taint}
 		}
 	}
-	if reason := blockedFilter(in, c.Name, current); reason != "" {
-		return reason
+	if blockedFilter(in, c.Name, current) {
+		return rejection{code: workv1alpha1.DecisionBlocked}
 	}
 	// A failure eviction (taint, application) keeps the cluster out while
 	// its task lasts; a scheduler's own removal does not, or a placement
@@ -258,20 +348,20 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 	// for good.
 	for _, task := range in.Spec.GracefulEvictionTasks {
 		if task.FromCluster == c.Name && task.Producer != workv1alpha1.EvictionProducerScheduler {
-			return reasonEvicting
+			return rejection{code: workv1alpha1.DecisionEvicting}
 		}
 	}
 	if !allowEvicted {
 		for _, h := range in.Spec.EvictionHistory {
 			if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
-				return reasonEvictedRecent
+				return rejection{code: workv1alpha1.DecisionRecentlyEvicted}
 			}
 		}
 	}
 	if !servesAPI(c, in.Spec.Resource.APIVersion, in.Spec.Resource.Kind) {
-		return reasonAPIMissing
+		return rejection{code: workv1alpha1.DecisionAPINotServed}
 	}
-	return ""
+	return rejection{}
 }
 
 // rescheduledFrom returns the binding's scheduler's (not a failure's)

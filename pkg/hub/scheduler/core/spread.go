@@ -30,7 +30,9 @@ import (
 // label) choose whole groups, those holding current clusters first; a
 // cluster constraint then bounds the number of clusters, taking one per
 // chosen group before a second from any. It returns why it could not.
-func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadConstraint) ([]candidate, string) {
+// dropped, when not nil, learns which constraint left each cluster out.
+func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadConstraint,
+	dropped func(candidate, *policyv1alpha1.SpreadConstraint)) ([]candidate, string) {
 	selected := feasible
 	var clusterConstraint *policyv1alpha1.SpreadConstraint
 	var groupsOf func(candidate) string
@@ -57,6 +59,8 @@ func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadCon
 		for _, c := range selected {
 			if v := key(c.cluster); v != "" && chosen[v] {
 				kept = append(kept, c)
+			} else if dropped != nil {
+				dropped(c, sc)
 			}
 		}
 		selected = kept
@@ -74,6 +78,11 @@ func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadCon
 		return selected, ""
 	}
 	if groupsOf == nil {
+		if dropped != nil {
+			for _, c := range selected[limit:] {
+				dropped(c, clusterConstraint)
+			}
+		}
 		return selected[:limit], ""
 	}
 	// One per group first, so a region constraint is not undone by the
@@ -96,6 +105,8 @@ func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadCon
 	for _, c := range selected { // keeps score order
 		if picked[c.cluster.Name] {
 			out = append(out, c)
+		} else if dropped != nil {
+			dropped(c, clusterConstraint)
 		}
 	}
 	return out, ""
