@@ -238,11 +238,11 @@ type termOutcome struct {
 	feasible     []candidate // passed the filters, best score first
 	targets      []workv1alpha1.TargetCluster
 
-	rejections []rejection                                // per in.Clusters index
-	selected   []candidate                                // picked by the spread constraints
+	rejections []rejection                                 // per in.Clusters index
+	selected   []candidate                                 // picked by the spread constraints
 	droppedBy  map[string]*policyv1alpha1.SpreadConstraint // the constraint that left a feasible cluster out
-	failure    string                                     // why the feasible clusters were not enough
-	spreadFail bool                                       // failure is the spread's, not the replicas'
+	failure    string                                      // why the feasible clusters were not enough
+	spreadFail bool                                        // failure is the spread's, not the replicas'
 }
 
 func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) (termOutcome, error) {
