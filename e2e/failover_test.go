@@ -31,8 +31,16 @@ import (
 // member2 and its leftover copy is removed. The environment's hub taints
 // NoExecute env.Timings.FailoverEvictionTimeout after Unknown, and the
 // default tolerations last DefaultTolerationSeconds.
+//
+// The same outage also checks failback (issue 18 item 5): a second copy of
+// the nginx, in its own namespace with failover.failback, returns to its
+// 1:2 split once member1 has been Ready for the stabilization window,
+// adding member1's copy before shrinking member2's, so the real
+// Deployments on the members never have fewer than 3 available replicas
+// between them. One outage for both saves a member restart (about a
+// minute of the suite).
 var _ = Describe("Failover", func() {
-	It("moves the seed's nginx off a stopped member1 to member2 and cleans member1 up when it returns (seed 000)", func(ctx SpecContext) {
+	It("moves the seed's nginx off a stopped member1 to member2 and cleans member1 up when it returns (seed 000); with failback a copy returns to its 1:2 split, never below 3 available replicas", func(ctx SpecContext) {
 		cfg, err := env.RestConfig(env.HubContext)
 		Expect(err).NotTo(HaveOccurred())
 		flotilla, err := flotillaclient.NewForConfig(cfg)
@@ -44,12 +52,19 @@ var _ = Describe("Failover", func() {
 		Expect(err).NotTo(HaveOccurred())
 		member2, err := env.Kube(m2.Context)
 		Expect(err).NotTo(HaveOccurred())
-		const ns = "e2e-failover"
+		const ns, fbNS = "e2e-failover", "e2e-failback"
 		createSeedNginx(ctx, hub, flotilla, ns, m1.Name, m2.Name)
+		createNginx(ctx, hub, flotilla, fbNS, policyv1alpha1.PropagationSpec{
+			Placement: weightedPlacement(map[string]int64{m1.Name: 1, m2.Name: 2}),
+			Failover: &policyv1alpha1.FailoverBehavior{Failback: &policyv1alpha1.FailbackBehavior{
+				StabilizationWindowSeconds: 20, MaxConcurrent: 5}},
+		})
 
 		eventually(ctx, func(g Gomega) {
-			g.Expect(runningPods(ctx, g, member1, ns)).To(Equal(1))
-			g.Expect(runningPods(ctx, g, member2, ns)).To(Equal(2))
+			for _, n := range []string{ns, fbNS} {
+				g.Expect(runningPods(ctx, g, member1, n)).To(Equal(1))
+				g.Expect(runningPods(ctx, g, member2, n)).To(Equal(2))
+			}
 		}).WithTimeout(90 * time.Second).Should(Succeed())
 
 		// Stop member1: its agents, then its apiserver.
@@ -84,6 +99,10 @@ var _ = Describe("Failover", func() {
 			g.Expect(rb.Spec.EvictionHistory[0].ClusterName).To(Equal(m1.Name))
 			g.Expect(rb.Spec.EvictionHistory[0].Reason).To(Equal(workv1alpha1.EvictionReasonTaintUntolerated))
 			g.Expect(runningPods(ctx, g, member2, ns)).To(Equal(3))
+			fb, err := flotilla.WorkV1alpha1().ResourceBindings(fbNS).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(fb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m2.Name, Replicas: 3}}))
+			g.Expect(fbAvailableOn(ctx, member2, fbNS)).To(Equal(int32(3)))
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -101,8 +120,10 @@ var _ = Describe("Failover", func() {
 		Expect(err).NotTo(HaveOccurred(), "member1's Work must survive while member1 is away")
 
 		// member1 returns: the replicas stay on member2, and member1's Work
-		// and Deployment are deleted.
+		// and Deployment are deleted. From here on, sample the failback
+		// copy's real Deployments' availableReplicas on both members.
 		restart(ctx)
+		sampler := startAvailabilitySampler(ctx, member1, member2, fbNS)
 		Eventually(ctx, func(g Gomega) {
 			_, err := flotilla.WorkV1alpha1().Works("flotilla-es-"+m1.Name).Get(ctx, workobjects.WorkName(ns, "nginx-deployment"), metav1.GetOptions{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "member1's Work is deleted")
@@ -113,6 +134,23 @@ var _ = Describe("Failover", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m2.Name, Replicas: 3}}), "replicas are not moved back")
 		Expect(rb.Spec.GracefulEvictionTasks).To(BeEmpty())
+
+		// The copy with failback returns to 1:2 after the window.
+		Eventually(ctx, func(g Gomega) {
+			rb, err := flotilla.WorkV1alpha1().ResourceBindings(fbNS).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rb.Spec.RescheduleReason).To(Equal(workv1alpha1.EvictionReasonFailback))
+			g.Expect(rb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m1.Name, Replicas: 1}, {Name: m2.Name, Replicas: 2}}))
+			g.Expect(rb.Spec.GracefulEvictionTasks).To(BeEmpty())
+			g.Expect(fbAvailableOn(ctx, member1, fbNS)).To(Equal(int32(1)))
+			g.Expect(fbAvailableOn(ctx, member2, fbNS)).To(Equal(int32(2)))
+			g.Expect(fbSpecReplicas(ctx, member2, fbNS)).To(Equal(int32(2)))
+		}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		lowest, samples := sampler.stop()
+		GinkgoWriter.Printf("lowest available replicas on member1 + member2 during the failback: %d (%d samples)\n", lowest, samples)
+		Expect(samples).To(BeNumerically(">", 0))
+		Expect(lowest).To(BeNumerically(">=", 3), "available replicas on member1 + member2 dropped below 3 during the failback")
+
 		// Leave member1 Ready for the specs after this one.
 		Eventually(ctx, func() bool {
 			c, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, m1.Name, metav1.GetOptions{})
