@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -85,6 +86,9 @@ type Controller struct {
 	bindingIndexers  []cache.Indexer
 	synced           []cache.InformerSynced
 	queue            workqueue.TypedRateLimitingInterface[string]
+	// workApplyClusters are the clusters with works_not_applied series
+	// (only updateWorkApplyMetrics' goroutine touches it).
+	workApplyClusters map[string]bool
 }
 
 // NewController wires the binding controller to factory's informers.
@@ -198,6 +202,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync("binding", ctx.Done(), c.synced...) {
 		return
 	}
+	go wait.UntilWithContext(ctx, c.updateWorkApplyMetrics, 15*time.Second)
 	queueworker.Run(ctx, "binding", c.queue, workers, c.sync)
 }
 

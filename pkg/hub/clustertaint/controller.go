@@ -52,6 +52,9 @@ type Options struct {
 	Clock       clock.Clock
 	Metrics     *hubmetrics.Metrics
 	Recorder    record.EventRecorder
+	// GuardPublisher, when set, publishes the guard's verdict in a
+	// ConfigMap for readers outside the hub (publish.go).
+	GuardPublisher *GuardPublisher
 }
 
 // Controller taints clusters.
@@ -66,6 +69,9 @@ type Controller struct {
 	// so its metrics and change events are not interleaved.
 	guardMu sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[string]
+	// noExecuteSeen is when each cluster's NoExecute taints were first
+	// seen (for taints without timeAdded); guarded by guardMu.
+	noExecuteSeen map[string]time.Time
 }
 
 // NewController returns a Controller fed by Cluster and ClusterTaintPolicy informers.
@@ -76,7 +82,7 @@ func NewController(flotilla flotillaclient.Interface, clusters, policies cache.S
 	if opts.GuardPeriod <= 0 {
 		opts.GuardPeriod = 5 * time.Second
 	}
-	c := &Controller{opts: opts, flotilla: flotilla, guard: guard,
+	c := &Controller{opts: opts, flotilla: flotilla, guard: guard, noExecuteSeen: map[string]time.Time{},
 		clusters: clusterlisters.NewClusterLister(clusters.GetIndexer()),
 		policies: clusterlisters.NewClusterTaintPolicyLister(policies.GetIndexer()),
 		synced:   []cache.InformerSynced{clusters.HasSynced, policies.HasSynced},
@@ -125,6 +131,7 @@ func (c *Controller) updateGuard(ctx context.Context) {
 		return
 	}
 	state, changed := c.guard.Update(list)
+	c.opts.GuardPublisher.Publish(ctx, state)
 	if m := c.opts.Metrics; m != nil {
 		modes := []string{GuardNormal, GuardPartialDisruption, GuardFullDisruption}
 		metrics.SetOneHot(m.FleetGuardState, state.Mode, modes)
@@ -137,6 +144,7 @@ func (c *Controller) updateGuard(ctx context.Context) {
 		for region, r := range state.Regions {
 			metrics.SetOneHot(m.FleetGuardRegionState, r.Mode, modes, region)
 		}
+		noExecuteMetrics(m, list, c.noExecuteSeen, c.opts.Clock.Now())
 	}
 	if !changed {
 		return

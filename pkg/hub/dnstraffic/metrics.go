@@ -38,6 +38,10 @@ type Metrics struct {
 	// by more than one MCI; only the oldest claimant's addresses are
 	// served for each.
 	HostConflicts prometheus.Gauge
+	// HostsWithoutAddresses is the number of hosts served with no address
+	// at all (the MCI has no load-balancer address: no backend, or every
+	// backend cluster blocked): their queries get empty answers.
+	HostsWithoutAddresses prometheus.Gauge
 	// Panics counts handler panics recovered (a bug: each is also a
 	// servfail).
 	Panics prometheus.Counter
@@ -64,10 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hosts", Help: "MultiClusterIngress hosts (wildcards included) the DNS traffic manager answers for."}),
 		HostConflicts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "host_conflicts", Help: "MultiClusterIngress hosts (wildcards included) claimed by more than one ingress; only the oldest claimant's addresses are served."}),
+		HostsWithoutAddresses: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "hosts_without_addresses", Help: "MultiClusterIngress hosts (wildcards included) served with no address: their queries are answered with no records."}),
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "handler_panics_total", Help: "DNS handler panics recovered (each is also answered SERVFAIL)."}),
 	}
-	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.HostConflicts, m.Panics)
+	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.HostConflicts, m.HostsWithoutAddresses, m.Panics)
 	m.results = map[int]prometheus.Counter{}
 	for _, rc := range []int{dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeRefused, dns.RcodeFormatError,
 		dns.RcodeServerFailure, dns.RcodeNotImplemented, dns.RcodeBadVers} {

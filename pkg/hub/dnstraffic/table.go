@@ -41,6 +41,9 @@ type Snapshot struct {
 	// contested is the hosts claimed by more than one MCI (only the
 	// owner's addresses are served for each).
 	contested int
+	// empty is the hosts with no address at all: every query for them is
+	// answered NOERROR with no records.
+	empty int
 }
 
 // entry is the records of one name; a name with host=false (apex or empty
@@ -230,6 +233,7 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 		ensure(parent(h), apex)
 		s.names[h] = e
 		s.hosts++
+		s.countEmpty(e)
 	}
 	for p, e := range wild {
 		apex := zoneOf(s.zones, p)
@@ -240,9 +244,17 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 		ensure(p, apex)
 		s.wild[p] = e
 		s.hosts++
+		s.countEmpty(e)
 	}
 	s.serial = s.hash()
 	return s, ignored
+}
+
+// countEmpty counts a served host that has no address.
+func (s *Snapshot) countEmpty(e *entry) {
+	if len(e.v4) == 0 && len(e.v6) == 0 {
+		s.empty++
+	}
 }
 
 func dedupe(e *entry) {
@@ -364,6 +376,7 @@ func (t *Table) rebuild(log logr.Logger) {
 	t.snap.Store(s)
 	t.metrics.Hosts.Set(float64(s.hosts))
 	t.metrics.HostConflicts.Set(float64(s.contested))
+	t.metrics.HostsWithoutAddresses.Set(float64(s.empty))
 	now := make(map[ignoredHost]bool, len(ignored))
 	for _, ig := range ignored {
 		now[ig] = true

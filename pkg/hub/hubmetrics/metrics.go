@@ -31,6 +31,13 @@ type Metrics struct {
 	FleetGuardRegionState *prometheus.GaugeVec
 	// UnhealthyClusters is the number of not-Ready clusters per region ("" = all).
 	UnhealthyClusters *prometheus.GaugeVec
+	// NoExecuteSince is, per cluster with a NoExecute taint, when its
+	// oldest one was added (Unix seconds): an alert on its age survives
+	// hub restarts, which a `for:` clause would not.
+	NoExecuteSince *prometheus.GaugeVec
+	// WorksNotApplied is the number of Works per cluster the agent has not
+	// applied at their current generation, by state (failed, pending).
+	WorksNotApplied *prometheus.GaugeVec
 
 	// ScheduleAttempts counts scheduling decisions by result (scheduled,
 	// unschedulable, error) and schedule type (why it ran).
@@ -91,6 +98,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "fleet_guard_region_state", Help: "1 for each region's fleet guard state (Normal, PartialDisruption, FullDisruption); region=\"\" holds the clusters without a region."}, []string{"region", "state"}),
 		UnhealthyClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "unhealthy_clusters", Help: "Clusters that are not Ready, per region (region=\"\" is the whole fleet)."}, []string{"region"}),
+		NoExecuteSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "cluster_noexecute_taint_since_timestamp_seconds", Help: "When the oldest NoExecute taint of the cluster was added (Unix seconds); no series for a cluster without one."}, []string{"cluster"}),
+		WorksNotApplied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "works_not_applied", Help: "Works per cluster not applied at their current generation, by state (failed: Applied=False; pending: not yet reported)."}, []string{"cluster", "state"}),
 		ScheduleAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
 			Name: "schedule_attempts_total", Help: "Scheduling decisions by result and schedule type."}, []string{"result", "schedule_type"}),
 		ScheduleLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
@@ -130,5 +141,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.FleetGuardRegionState, m.UnhealthyClusters)
 	reg.MustRegister(m.ClusterObjectWrites)
+	reg.MustRegister(m.NoExecuteSince, m.WorksNotApplied)
 	return m
 }
