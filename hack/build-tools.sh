@@ -16,7 +16,11 @@ mkdir -p "$STAMPS"
 KUBE_VERSION=v1.36.3
 KUBE_LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 -X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36"
 
-# name | tools module | package | ldflags
+PROM_VERSION=3.16.0 # github.com/prometheus/prometheus v0.316.0 in hack/tools/monitoring
+PROM_LDFLAGS="-s -w -X github.com/prometheus/common/version.Version=${PROM_VERSION} -X github.com/prometheus/common/version.Branch=HEAD"
+PROM_TAGS="remove_all_sd,enable_kubernetes_sd"
+
+# name | tools module | package | ldflags [| build tags]
 RECIPES=(
 	"etcd|kube|go.etcd.io/etcd/server/v3|-s -w"
 	"kube-apiserver|kube|k8s.io/kubernetes/cmd/kube-apiserver|${KUBE_LDFLAGS}"
@@ -32,6 +36,10 @@ RECIPES=(
 	"lister-gen|codegen|k8s.io/code-generator/cmd/lister-gen|-s -w"
 	"informer-gen|codegen|k8s.io/code-generator/cmd/informer-gen|-s -w"
 	"staticcheck|lint|honnef.co/go/tools/cmd/staticcheck|-s -w"
+	# remove_all_sd + enable_kubernetes_sd: only the service discovery a
+	# Flotilla scrape config uses (static, file, kubernetes), not every cloud's SDK.
+	"promtool|monitoring|github.com/prometheus/prometheus/cmd/promtool|${PROM_LDFLAGS}|${PROM_TAGS}"
+	"prometheus|monitoring|github.com/prometheus/prometheus/cmd/prometheus|${PROM_LDFLAGS}|${PROM_TAGS}"
 )
 
 want=("$@")
@@ -50,15 +58,15 @@ for w in "${want[@]}"; do
 done
 
 for recipe in "${RECIPES[@]}"; do
-	IFS='|' read -r name module pkg ldflags <<<"$recipe"
+	IFS='|' read -r name module pkg ldflags tags <<<"$recipe"
 	selected "$name" || continue
-	stamp=$( (cat "$TOOLS/$module/go.mod" "$TOOLS/$module/go.sum"; echo "$pkg $ldflags"; go env GOVERSION) | sha256sum | cut -c1-16)
+	stamp=$( (cat "$TOOLS/$module/go.mod" "$TOOLS/$module/go.sum"; echo "$pkg $ldflags${tags:+ tags=$tags}"; go env GOVERSION) | sha256sum | cut -c1-16)
 	if [ -x "$BIN/$name" ] && [ "$(cat "$STAMPS/$name" 2>/dev/null)" = "$stamp" ]; then
 		continue
 	fi
 	echo ">> building $name ($pkg)"
 	start=$(date +%s)
-	(cd "$TOOLS/$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$name.tmp" "$pkg")
+	(cd "$TOOLS/$module" && CGO_ENABLED=0 go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$BIN/$name.tmp" "$pkg")
 	mv "$BIN/$name.tmp" "$BIN/$name"
 	echo "$stamp" >"$STAMPS/$name"
 	echo "   $name built in $(($(date +%s) - start))s"
