@@ -66,5 +66,5 @@ func (c *Controller) refreshBlockNote(ctx context.Context, binding *workv1alpha1
 		return nil
 	}
 	return c.setScheduled(ctx, binding, metav1.ConditionTrue, ReasonScheduled,
-		"scheduled to "+describe(binding.Spec.Clusters)+note, nil, binding.Status.SchedulerObservedAffinityName)
+		"scheduled to "+describe(binding.Spec.Clusters)+note, nil, binding.Status.SchedulerObservedAffinityName, nil)
 }

@@ -284,7 +284,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 	logger := klog.FromContext(ctx).WithValues("binding", workobjects.Key(binding), "scheduleType", scheduleType)
 	now := c.opts.Clock.Now()
 	start := time.Now()
-	result, decideErr := core.Schedule(core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
+	in := core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
 		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL,
 		ObservedAffinityName: binding.Status.SchedulerObservedAffinityName,
 		// Only a person's explicit request starts over (first term, fresh
@@ -293,7 +293,8 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		// So does a change of how replicas are divided (weights,
 		// preference): the new division is what was asked for.
 		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
-		RestoreRemoved: scheduleType == TypePlacementChanged})
+		RestoreRemoved: scheduleType == TypePlacementChanged}
+	result, decideErr := core.Schedule(in)
 	decided := time.Now()
 	defer func() {
 		// An unschedulable binding returns nil (nothing to retry); the
@@ -311,7 +312,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 			reason = ReasonNoClusterFit
 		}
 		logger.Info("Binding cannot be scheduled", "reason", reason, "message", err.Error())
-		if statusErr := c.setScheduled(ctx, binding, metav1.ConditionFalse, reason, err.Error(), nil, ""); statusErr != nil {
+		if statusErr := c.setScheduled(ctx, binding, metav1.ConditionFalse, reason, err.Error(), nil, "", decisionOf(in)); statusErr != nil {
 			return statusErr
 		}
 		if reason == ReasonNoClusterFit {
@@ -353,7 +354,24 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		scheduledAt = nil
 	}
 	return c.setScheduled(ctx, stored, metav1.ConditionTrue, ReasonScheduled,
-		"scheduled to "+describe(result.Clusters)+blockNote(&binding.Spec, now), scheduledAt, result.AffinityName)
+		"scheduled to "+describe(result.Clusters)+blockNote(&binding.Spec, now), scheduledAt, result.AffinityName, decisionOf(in))
+}
+
+// decisionOf returns how to get the decision of in when a status write
+// needs it: the same pure decision again, recording each cluster's
+// verdict. Recording costs about three times a plain decision (see
+// BenchmarkScheduleRecordDecision), and most decisions (a Duplicated
+// binding re-checked on every cluster change) write nothing.
+func decisionOf(in core.Input) func() *workv1alpha1.SchedulingDecision {
+	return func() *workv1alpha1.SchedulingDecision {
+		in.RecordDecision = true
+		result, err := core.Schedule(in)
+		var fit *core.FitError
+		if errors.As(err, &fit) {
+			return fit.Decision
+		}
+		return result.Decision
+	}
 }
 
 // ApplyResult returns spec with the scheduling result written: a cluster
@@ -460,9 +478,13 @@ func describe(targets []workv1alpha1.TargetCluster) string {
 }
 
 // setScheduled records the outcome in the binding's status; a failure is
-// recorded once per distinct message, not on every retry.
+// recorded once per distinct message, not on every retry. decision, when
+// not nil, gives status.schedulingDecision, asked for only when the status
+// is written anyway: a decision that differs alone (a cluster's taint
+// changed) is no reason to write, or a health change would cost a write
+// per binding of the fleet.
 func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.ResourceBinding, status metav1.ConditionStatus,
-	reason, message string, scheduledAt *time.Time, affinityName string) error {
+	reason, message string, scheduledAt *time.Time, affinityName string, decision func() *workv1alpha1.SchedulingDecision) error {
 	updated := binding.DeepCopy()
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workv1alpha1.BindingConditionScheduled,
 		Status: status, Reason: reason, Message: message, ObservedGeneration: binding.Generation})
@@ -481,8 +503,14 @@ func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.Res
 			c.event(binding, "Warning", EventScheduleFailed, message)
 		}
 	}
+	// updated still carries the old decision, so this compares without it.
 	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
 		return nil
+	}
+	if decision != nil {
+		if d := decision(); d != nil {
+			updated.Status.SchedulingDecision = d
+		}
 	}
 	return c.bindings.UpdateStatus(ctx, updated)
 }
