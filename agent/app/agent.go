@@ -27,7 +27,9 @@ import (
 type Options struct {
 	ClusterName            string
 	Kubeconfig             string
+	Context                string
 	HubKubeconfig          string
+	HubContext             string
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
 	HubAPIQPS              float32
@@ -114,8 +116,11 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "Name of the Cluster object on the hub this agent works for (required).")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to the member cluster's kubeconfig; empty means the in-cluster service account.")
-	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Path to the kubeconfig of the agent's own identity on the hub (required).")
+	cmdutil.AddKubeconfigFlags(fs, &o.Kubeconfig, &o.Context, "the member cluster")
+	// Never KUBECONFIG or ~/.kube/config: those are the user's, and a
+	// fallback would connect the agent to the member as if it were the hub.
+	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Path to the kubeconfig of the agent's own identity on the hub (required; KUBECONFIG and ~/.kube/config are not used for the hub).")
+	fs.StringVar(&o.HubContext, "hub-context", o.HubContext, "The context in --hub-kubeconfig to use; empty means its current context.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to the member cluster's apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to the member cluster's apiserver.")
 	fs.Float32Var(&o.HubAPIQPS, "hub-api-qps", o.HubAPIQPS, "QPS to the hub's apiserver.")

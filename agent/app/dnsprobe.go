@@ -33,7 +33,7 @@ import (
 // defaults and meaning. Hub, leader-election and Works flags are left out on
 // purpose: the probe refuses them instead of silently ignoring them.
 var dnsProbeFlags = []string{
-	"kubeconfig", "kube-api-qps", "kube-api-burst",
+	"kubeconfig", "context", "kube-api-qps", "kube-api-burst",
 	"metrics-bind-address", "health-probe-bind-address", "node-name",
 	"dns-detect-period", "dns-success-threshold", "dns-failure-threshold", "dns-stale-threshold",
 	"dns-probe-timeout", "dns-server", "resolv-conf", "cluster-domain",
@@ -124,7 +124,7 @@ func RunDNSProbe(ctx context.Context, opts *Options) error {
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting Flotilla DNS probe", "version", version.String(), "node", opts.NodeName, "namespace", opts.LeaderElection.ResourceNamespace)
 
-	memberCfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "agent-dns-probe")
+	memberCfg, err := cmdutil.KubeconfigFlags{Kubeconfig: opts.Kubeconfig, Context: opts.Context}.RestConfig(opts.KubeAPIQPS, opts.KubeAPIBurst, "agent-dns-probe")
 	if err != nil {
 		return fmt.Errorf("member cluster: %w", err)
 	}

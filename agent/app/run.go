@@ -50,11 +50,11 @@ func Run(ctx context.Context, opts *Options) error {
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting Flotilla agent", "version", version.String(), "node", opts.NodeName)
 
-	memberCfg, err := cmdutil.RestConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "agent")
+	memberCfg, err := cmdutil.KubeconfigFlags{Kubeconfig: opts.Kubeconfig, Context: opts.Context}.RestConfig(opts.KubeAPIQPS, opts.KubeAPIBurst, "agent")
 	if err != nil {
 		return fmt.Errorf("member cluster: %w", err)
 	}
-	hubCfg, err := cmdutil.RestConfig(opts.HubKubeconfig, opts.HubAPIQPS, opts.HubAPIBurst, "agent")
+	hubCfg, err := cmdutil.KubeconfigFileRestConfig(opts.HubKubeconfig, opts.HubContext, opts.HubAPIQPS, opts.HubAPIBurst, "agent")
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}

@@ -15,12 +15,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla-io/flotilla/pkg/health"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
-	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
 // SignalContext is cancelled on the first SIGTERM or SIGINT, so the binary
@@ -36,31 +34,6 @@ func SignalContext() context.Context {
 		os.Exit(1)
 	}()
 	return ctx
-}
-
-// RestConfig loads a client configuration from a kubeconfig file, or the
-// in-cluster service account when path is empty, and sets rate limits and a
-// user agent that names the component.
-func RestConfig(path string, qps float32, burst int, component string) (*rest.Config, error) {
-	var (
-		cfg *rest.Config
-		err error
-	)
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster: %w", err)
-		}
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
-		}
-	}
-	cfg.QPS = qps
-	cfg.Burst = burst
-	cfg.UserAgent = "flotilla-" + component + "/" + version.Version
-	return cfg, nil
 }
 
 // APIServerReady returns a readiness check that passes while the apiserver
