@@ -186,6 +186,9 @@ func (w *decisionWords) unselected(c candidate) (string, string) {
 		// The replicas did not fit on the spread's picks.
 		return workv1alpha1.DecisionNoReplicasAssigned, w.out.failure
 	}
+	if s := w.placement.ReplicaScheduling; s != nil && s.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated {
+		return workv1alpha1.DecisionNoReplicasAssigned, "Aggregated packed the replicas onto other clusters"
+	}
 	msg := "Divided gave it no replicas"
 	if division := w.division(c); division != "" {
 		msg += " (" + division + ")"
