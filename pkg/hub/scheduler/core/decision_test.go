@@ -159,8 +159,8 @@ func TestScheduleDecision(t *testing.T) {
 			messages: map[string]string{"member1": "new"},
 		},
 		{
-			name: "dynamic weights: the room is said; too little room fails on the replicas",
-			spec: workv1alpha1.ResourceBindingSpec{Replicas: 40, Placement: &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
+			name:     "dynamic weights: the room is said; too little room fails on the replicas",
+			spec:     workv1alpha1.ResourceBindingSpec{Replicas: 40, Placement: &policyv1alpha1.Placement{ReplicaScheduling: dynamic()}},
 			clusters: []*clusterv1alpha1.Cluster{cluster("member1", capacity("10", "8")), cluster("member2", full)},
 			wantErr:  true,
 			want:     []string{"member1 NoReplicasAssigned 0/0", "member2 NoReplicasAssigned 0/0"},
