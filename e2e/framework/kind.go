@@ -1,8 +1,9 @@
 package framework
 
 // The kind provider: a hub kind cluster and E2E_KIND_MEMBERS member kind
-// clusters (sigs.k8s.io/kind's Go API), Flotilla's image built from the
-// repository's Dockerfile and loaded into every node, the hub and agents
+// clusters (sigs.k8s.io/kind's Go API), Flotilla's image built by hack/image
+// (`make image`'s builder, no docker build) as a docker-archive and loaded
+// into every node, the hub and agents
 // installed from kustomize/, and an Environment exactly like the local
 // provider's, so every spec runs unchanged. docs/e2e-kind.md describes the
 // knobs and how each fault the specs inject maps to kind.
@@ -26,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,10 +95,10 @@ type kindSettings struct {
 	Prefix    string // E2E_KIND_PREFIX: clusters are $PREFIX-hub, $PREFIX-member<i>
 	Members   int    // E2E_KIND_MEMBERS
 	Nodes     int    // E2E_KIND_NODES: nodes per member (one agent each)
-	Image     string // E2E_KIND_IMAGE: the Flotilla image to build and load
+	Image     string // E2E_KIND_IMAGE: the Flotilla image to build and load (REGISTRY/REPOSITORY:TAG)
 	NodeImage string // E2E_KIND_NODE_IMAGE: kind node image ("" = kind's default)
 	PortBase  int    // E2E_KIND_PORT_BASE: first host port on 127.0.0.1
-	Build     bool   // E2E_KIND_BUILD=0 skips `docker build` (the image must exist)
+	Build     bool   // E2E_KIND_BUILD=0 skips hack/image: the archive of an earlier run is loaded
 	// StopCluster is how stop-cluster/start-cluster act: "apiserver"
 	// (reject the apiserver port on the control-plane nodes; pods keep
 	// running) or "nodes" (stop/start the node containers).
@@ -140,6 +142,10 @@ func kindSettingsFromEnv(getenv func(string) string) (kindSettings, error) {
 	}
 	if strings.HasSuffix(s.Image, ":latest") || !strings.Contains(s.Image[strings.LastIndex(s.Image, "/")+1:], ":") {
 		return s, fmt.Errorf("E2E_KIND_IMAGE=%q: give a tag other than latest (kubelet would try to pull it)", s.Image)
+	}
+	// hack/image wants the registry spelt out (no docker.io/library/ guessed).
+	if _, err := name.NewTag(s.Image, name.StrictValidation); err != nil {
+		return s, fmt.Errorf("E2E_KIND_IMAGE=%q: want REGISTRY/REPOSITORY:TAG, e.g. localhost/flotilla:e2e: %w", s.Image, err)
 	}
 	s.NodeImage = getenv("E2E_KIND_NODE_IMAGE")
 	s.Build = getenv("E2E_KIND_BUILD") != "0"
@@ -307,9 +313,14 @@ func (p *kindProvider) preflight(ctx context.Context) error {
 			return errors.New("E2E_PROVIDER=kind: no kubectl in bin/ (make tools) or PATH")
 		}
 	}
-	for _, f := range []string{"Dockerfile", "bin/hub", "kustomize/hub/kustomization.yaml", "hack/agent-overlay.sh"} {
+	for _, f := range []string{"hack/image/main.go", "bin/hub", "kustomize/hub/kustomization.yaml", "hack/agent-overlay.sh"} {
 		if _, err := os.Stat(filepath.Join(p.root, f)); err != nil {
 			return fmt.Errorf("E2E_PROVIDER=kind: %s missing (bin/hub: make build): %w", f, err)
+		}
+	}
+	if !p.s.Build {
+		if _, err := os.Stat(p.imageArchive()); err != nil {
+			return fmt.Errorf("E2E_PROVIDER=kind: E2E_KIND_BUILD=0 but no image archive from an earlier run: %w", err)
 		}
 	}
 	return nil
@@ -395,14 +406,33 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// imageArchive is the docker-archive of the image the nodes load; kept
+// after the run, so E2E_KIND_BUILD=0 loads it again.
+func (p *kindProvider) imageArchive() string { return filepath.Join(p.stateDir, "image.tar") }
+
+// imageBuildArgs is the command that builds the image into archive: the
+// one recipe `make image` runs (hack/image), the host's platform, tagged
+// with the name the rendered manifests use.
+func imageBuildArgs(image, archive string) []string {
+	return []string{"go", "run", "./hack/image", "--image", image, "--tarball", archive}
+}
+
+// buildImage builds the image without a container runtime (hack/image);
+// loadImage imports it into the nodes.
 func (p *kindProvider) buildImage(ctx context.Context) error {
 	if !p.s.Build {
+		p.logf("E2E_KIND_BUILD=0: loading %s as built before", p.imageArchive())
 		return nil
 	}
-	p.logf("building %s from the Dockerfile", p.s.Image)
-	cmd := exec.CommandContext(ctx, p.runtime, "build", "-t", p.s.Image, p.root)
+	p.logf("building %s with hack/image", p.s.Image)
+	if err := os.MkdirAll(filepath.Dir(p.imageArchive()), 0o755); err != nil {
+		return err
+	}
+	args := imageBuildArgs(p.s.Image, p.imageArchive())
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = p.root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s build: %w\n%s", p.runtime, err, tail(out, 40))
+		return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(out, 40))
 	}
 	return nil
 }
@@ -415,14 +445,10 @@ func tail(out []byte, lines int) string {
 	return strings.Join(l, "\n")
 }
 
-// loadImage is `kind load docker-image`: save the image once, import the
-// archive into every node's containerd.
+// loadImage is `kind load image-archive`: import hack/image's
+// docker-archive into every node's containerd.
 func (p *kindProvider) loadImage() error {
-	archive := filepath.Join(p.stateDir, "image.tar")
-	defer os.Remove(archive)
-	if out, err := exec.Command(p.runtime, "save", "-o", archive, p.s.Image).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s save %s: %w\n%s", p.runtime, p.s.Image, err, tail(out, 20))
-	}
+	archive := p.imageArchive()
 	for _, name := range p.clusters() {
 		ns, err := p.kind.ListInternalNodes(name)
 		if err != nil {

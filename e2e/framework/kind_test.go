@@ -1,13 +1,17 @@
 package framework
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +51,72 @@ func TestKindSettings(t *testing.T) {
 	if _, err := kindSettingsFromEnv(envFrom(map[string]string{"E2E_KIND_IMAGE": "localhost:5000/flotilla:v1"})); err != nil {
 		t.Errorf("registry with a port: %v", err)
 	}
+}
+
+// The kind provider builds the image with hack/image, the recipe `make
+// image` runs, into the archive it loads into the nodes.
+func TestKindImageBuildArgs(t *testing.T) {
+	got := strings.Join(imageBuildArgs("localhost/flotilla:e2e", "/s/image.tar"), " ")
+	if want := "go run ./hack/image --image localhost/flotilla:e2e --tarball /s/image.tar"; got != want {
+		t.Errorf("imageBuildArgs = %s, want %s", got, want)
+	}
+	if _, err := kindSettingsFromEnv(envFrom(map[string]string{"E2E_KIND_IMAGE": "flotilla:e2e"})); err == nil ||
+		!strings.Contains(err.Error(), "REGISTRY/REPOSITORY:TAG") {
+		t.Errorf("E2E_KIND_IMAGE without a registry: %v, want an error asking for one", err)
+	}
+}
+
+// buildImage really builds: a docker-archive tagged E2E_KIND_IMAGE, what
+// nodeutils.LoadImageArchive (`ctr images import`) reads, with no container
+// runtime on the machine.
+func TestKindBuildImageWritesArchive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the hub and agent")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", filepath.Dir(goBinary(t))) // go, and no docker or podman
+	s, _ := kindSettingsFromEnv(envFrom(map[string]string{"E2E_KIND_IMAGE": "localhost/flotilla:kindtest"}))
+	p := &kindProvider{root: root, s: s, stateDir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := p.buildImage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p.imageArchive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in %s: %v", p.imageArchive(), err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ RepoTags, Layers []string }
+		if err := json.NewDecoder(tr).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) != 1 || len(m[0].RepoTags) != 1 || m[0].RepoTags[0] != "localhost/flotilla:kindtest" || len(m[0].Layers) != 1 {
+			t.Fatalf("manifest.json %+v: want one image of one layer tagged localhost/flotilla:kindtest", m)
+		}
+		return
+	}
+}
+
+func goBinary(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "bin", "go")
 }
 
 func TestKindClusterConfigs(t *testing.T) {
