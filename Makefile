@@ -36,9 +36,10 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, k
 	hack/build-tools.sh
 
 .PHONY: build
-build: ## Build the hub and agent binaries into bin/.
+build: ## Build the hub and agent binaries and the kubectl plugin (kubectl flotilla) into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/hub ./hub
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/agent ./agent
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-flotilla ./kubectl-flotilla
 
 # hack/image (go-containerregistry, no container runtime): bin/image is an
 # OCI layout, bin/image/flotilla.tar a docker-archive; the digest is printed.
