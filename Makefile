@@ -32,7 +32,7 @@ help: ## Show the targets.
 	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, the code generators and staticcheck into bin/ (cached).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, the code generators, staticcheck, promtool and prometheus into bin/ (cached).
 	hack/build-tools.sh
 
 .PHONY: build
@@ -47,6 +47,10 @@ build: ## Build the hub and agent binaries and the kubectl plugin (kubectl floti
 image: ## Build the image $(IMAGE) (/hub, /agent; non-root, static, reproducible) into bin/image/ and point kustomize/image at it.
 	go run ./hack/image --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) $(if $(PLATFORMS),--platforms $(PLATFORMS)) \
 		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar --kustomize kustomize/image/kustomization.yaml
+
+.PHONY: monitoring
+monitoring: ## Render the monitoring mixin (monitoring/mixin) into monitoring/prometheus-alerts.yaml, prometheusrule.yaml and dashboards/.
+	go run ./hack/mixin
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, clientset, listers, informers and CRD YAML.

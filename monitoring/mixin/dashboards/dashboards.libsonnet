@@ -1,0 +1,5 @@
+{
+  grafanaDashboards+:: {
+    'flotilla-fleet.json': (import 'fleet.libsonnet')($._config),
+  },
+}
