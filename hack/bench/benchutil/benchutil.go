@@ -11,14 +11,18 @@ import (
 	"sync"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 )
 
-// HubConfig loads the hub context of kubeconfig.
+// KubeconfigUsage is the help of the benchmarks' --kubeconfig flag.
+const KubeconfigUsage = "kubeconfig with the hub context; empty means KUBECONFIG (all its files), then ~/.kube/config, as kubectl"
+
+// HubConfig loads the hub context the way kubectl would: kubeconfig if
+// given, else KUBECONFIG (which may list several files), else
+// ~/.kube/config.
 func HubConfig(kubeconfig, hubContext string) (*rest.Config, error) {
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: hubContext}).ClientConfig()
+	return cmdutil.KubeconfigFlags{Kubeconfig: kubeconfig, Context: hubContext}.Load()
 }
 
 // Parallel calls f for every name on workers goroutines.

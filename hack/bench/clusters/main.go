@@ -33,7 +33,7 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig with the hub context")
+	kubeconfig := flag.String("kubeconfig", "", benchutil.KubeconfigUsage)
 	hubContext := flag.String("context", "flotilla-hub", "hub context")
 	hubMetrics := flag.String("hub-metrics", "127.0.0.1:17001", "host:port of the hub's /metrics")
 	count := flag.Int("count", 1000, "clusters to simulate")

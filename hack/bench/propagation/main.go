@@ -56,7 +56,7 @@ type options struct {
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig with the hub context")
+	kubeconfig := flag.String("kubeconfig", "", benchutil.KubeconfigUsage)
 	hubContext := flag.String("context", "flotilla-hub", "hub context")
 	var o options
 	flag.StringVar(&o.hubMetrics, "hub-metrics", "127.0.0.1:17001", "host:port of the hub's /metrics (empty: skip)")

@@ -23,15 +23,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig with the hub context")
+	kubeconfig := flag.String("kubeconfig", "", benchutil.KubeconfigUsage)
 	context_ := flag.String("context", "flotilla-hub", "hub context")
 	cluster := flag.String("cluster", "member1", "member cluster whose agent applies the Works")
 	count := flag.Int("count", 1000, "number of Works")
@@ -47,9 +47,7 @@ func main() {
 }
 
 func run(kubeconfig, hubContext, cluster string, count int, kind string, rate float64, timeout time.Duration, keep bool) error {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: hubContext}).ClientConfig()
+	cfg, err := benchutil.HubConfig(kubeconfig, hubContext)
 	if err != nil {
 		return err
 	}
