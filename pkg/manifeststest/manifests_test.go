@@ -47,7 +47,7 @@ const (
 // binary describes one of the two binaries the image ships.
 type binary struct {
 	name    string
-	command []string // the container command (Dockerfile: /hub, /agent)
+	command []string // the container command (the image, hack/image: /hub, /agent)
 	newCmd  func() *cobra.Command
 	// validate parses args into the binary's Options and runs its Validate.
 	validate func(args []string) error
