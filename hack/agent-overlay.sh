@@ -19,7 +19,6 @@
 #                 may cap it: rerun this script to rotate, then re-apply)
 #   HUB_CONTEXT   context of HUB_KUBECONFIG to use (default: its current one)
 #   HUB_BIN       the hub binary (default bin/hub; `make build` makes it)
-#   KUBECTL       kubectl, used only with HUB_CONTEXT (default bin/kubectl, else kubectl)
 #   OVERLAYS_DIR  where overlays go (default kustomize/agent/overlays)
 #
 # Rerunning keeps an existing kustomization.yaml (your edits) and rewrites
@@ -83,15 +82,7 @@ if [ -n "$hub_kubeconfig" ]; then
 	[ -x "$hub" ] || die "$hub missing: run \`make build\` (or set HUB_BIN)"
 	args=(agent-kubeconfig --kubeconfig "$hub_kubeconfig" --cluster "$name" --duration "${DURATION:-8760h}")
 	[ -n "${HUB_SERVER:-}" ] && args+=(--server "$HUB_SERVER")
-	if [ -n "${HUB_CONTEXT:-}" ]; then
-		# `hub agent-kubeconfig` uses the current context: pick one in a copy.
-		tmp=$(mktemp)
-		trap 'rm -f "$tmp"' EXIT
-		kubectl=${KUBECTL:-kubectl}
-		[ -z "${KUBECTL:-}" ] && [ -x "$ROOT/bin/kubectl" ] && kubectl=$ROOT/bin/kubectl
-		KUBECONFIG=$hub_kubeconfig "$kubectl" config view --raw --flatten --minify --context "$HUB_CONTEXT" >"$tmp"
-		args[2]=$tmp
-	fi
+	[ -n "${HUB_CONTEXT:-}" ] && args+=(--context "$HUB_CONTEXT")
 	out=$(umask 077 && mktemp "$dir/.hub.kubeconfig.XXXXXX")
 	"$hub" "${args[@]}" >"$out" || { rm -f "$out"; die "hub agent-kubeconfig failed (is Cluster \"$name\" registered and the hub running?)"; }
 	mv "$out" "$dir/hub.kubeconfig"
