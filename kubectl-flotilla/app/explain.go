@@ -204,7 +204,11 @@ func (o *Options) printExplain(v ExplainView) error {
 			if c.Score != nil {
 				score = strconv.Itoa(int(*c.Score))
 			}
-			t.row(c.Cluster, c.Result, score, strconv.Itoa(int(c.Replicas)), c.Reason, c.Message)
+			replicas := "-"
+			if c.Result == ResultSelected {
+				replicas = strconv.Itoa(int(c.Replicas))
+			}
+			t.row(c.Cluster, c.Result, score, replicas, c.Reason, c.Message)
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,8 +163,11 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 		for _, s := range b.Status.AggregatedStatus {
 			c := cluster(s.ClusterName)
 			c.Health = string(s.Health)
-			if s.AppliedMessage != "" {
-				c.AppliedMessage = s.AppliedMessage
+			switch {
+			case s.Applied:
+				c.Applied = string(metav1.ConditionTrue)
+			case s.AppliedMessage != "":
+				c.Applied, c.AppliedMessage = string(metav1.ConditionFalse), s.AppliedMessage
 			}
 			c.Ready, c.Available = replicaCounts(s.Status)
 		}
@@ -201,7 +205,15 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 	}
 	sort.Slice(v.Clusters, func(i, j int) bool { return v.Clusters[i].Cluster < v.Clusters[j].Cluster })
 	if tmpl != nil {
-		v.Conditions = append(v.Conditions, conditionViews("Template", tmpl.Status.Conditions)...)
+		// The template mirrors most of its binding's conditions: show only
+		// what says something the binding's do not.
+		for _, c := range conditionViews("Template", tmpl.Status.Conditions) {
+			if !slices.ContainsFunc(v.Conditions, func(b ConditionView) bool {
+				return b.Type == c.Type && b.Status == c.Status && b.Message == c.Message
+			}) {
+				v.Conditions = append(v.Conditions, c)
+			}
+		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return eventTime(events[i]).After(eventTime(events[j]).Time) })
 	for _, e := range events {
@@ -407,7 +419,11 @@ func (o *Options) printWhere(v WhereView) error {
 		case !c.Scheduled:
 			scheduled = "no"
 		}
-		t.row(c.Cluster, scheduled, strconv.Itoa(int(c.Replicas)), count(c.Ready), count(c.Available), c.Applied, c.Health, c.AppliedMessage)
+		replicas := "-"
+		if c.Scheduled {
+			replicas = strconv.Itoa(int(c.Replicas))
+		}
+		t.row(c.Cluster, scheduled, replicas, count(c.Ready), count(c.Available), c.Applied, c.Health, c.AppliedMessage)
 	}
 	if len(v.Clusters) == 0 {
 		t.row("", "", "", "", "", "", "", "scheduled nowhere")

@@ -1,0 +1,258 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	hubapp "github.com/flotilla-io/flotilla/hub/app"
+	"github.com/flotilla-io/flotilla/kubectl-flotilla/app"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
+)
+
+const pluginTestManifest = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","labels":{"app":"nginx"}},
+"spec":{"replicas":3,"selector":{"matchLabels":{"app":"nginx"}},"template":{"metadata":{"labels":{"app":"nginx"}},
+"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}`
+
+// The plugin against a real apiserver and the real hub in process: three
+// clusters (one tainted), a template with a policy the hub schedules on the
+// other two, one member's report; then clusters, where and explain, as
+// tables and as JSON read back into the view structs.
+func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	// The hub publishes the fleet guard's verdict in its namespace.
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := env.KubeconfigFor(t, env.Config)
+	opts := hubapp.NewOptions()
+	opts.Kubeconfig = kubeconfig
+	opts.LeaderElection.LeaderElect = false
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	// No agent renews the Leases: keep the clusters out of Unknown.
+	opts.ClusterStartupGracePeriod, opts.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	done := make(chan error, 1)
+	go func() { done <- hubapp.Run(ctx, opts) }()
+	t.Cleanup(func() { cancel(); <-done })
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+
+	for _, c := range []struct {
+		name, region string
+		taints       []corev1.Taint
+	}{
+		{"member1", "eu", nil}, {"member2", "eu", nil},
+		{"member3", "us", []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}},
+	} {
+		created, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: c.name},
+			Spec: clusterv1alpha1.ClusterSpec{Region: c.region, Taints: c.taints}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pluginTestUntil(t, "cluster "+c.name+" Ready", func() (bool, error) {
+			cur, err := fc.ClusterV1alpha1().Clusters().Get(ctx, created.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
+				Status: metav1.ConditionTrue, Reason: "ClusterReady", Message: "set by the test"})
+			cur.Status.KubernetesVersion = "v1.31.0"
+			_, err = fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err == nil, nil
+		})
+	}
+	// member1's agent renews its Lease (the hub made it).
+	renewed := metav1.NewMicroTime(time.Now())
+	pluginTestUntil(t, "member1's Lease renewed", func() (bool, error) {
+		l, err := env.Kube.CoordinationV1().Leases(clusterlifecycle.Namespace("member1")).Get(ctx, "member1", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		holder := "agent-7f9c"
+		l.Spec.RenewTime, l.Spec.HolderIdentity = &renewed, &holder
+		_, err = env.Kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+
+	ns := "default"
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(pluginTestManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+				ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := "nginx-deployment"
+	var rb *workv1alpha1.ResourceBinding
+	pluginTestUntil(t, "the hub schedules on member1 and member2 and records its decision", func() (bool, error) {
+		b, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		rb = b
+		return len(b.Spec.Clusters) == 2 && b.Status.SchedulingDecision != nil, nil
+	})
+	// member1's agent reports the Deployment applied and available.
+	pluginTestUntil(t, "member1's Work status written", func() (bool, error) {
+		w, err := fc.WorkV1alpha1().Works(clusterlifecycle.Namespace("member1")).Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
+		w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+			Identifier: workv1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "nginx"},
+			Status:     &runtime.RawExtension{Raw: []byte(`{"replicas":3,"readyReplicas":3,"availableReplicas":3,"updatedReplicas":3}`)},
+			Health:     workv1alpha1.ResourceHealthy}}
+		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		cmd := app.NewCommand(&out, &errOut)
+		cmd.SetArgs(append(args, "--kubeconfig", kubeconfig))
+		err := cmd.ExecuteContext(ctx)
+		return out.String(), errOut.String(), err
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := run(args...)
+		if err != nil {
+			t.Fatalf("kubectl flotilla %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+		}
+		t.Logf("kubectl flotilla %s\n%s%s", strings.Join(args, " "), out, errOut)
+		return out
+	}
+
+	// clusters: the guard's published verdict, taints, heartbeats.
+	var cv app.ClustersView
+	pluginTestUntil(t, "clusters shows the published guard verdict", func() (bool, error) {
+		out, _, err := run("clusters", "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		cv = app.ClustersView{}
+		if err := json.Unmarshal([]byte(out), &cv); err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		return cv.Guard.Published && cv.Guard.Total == 3, nil
+	})
+	if cv.Guard.Mode != "Normal" || len(cv.Clusters) != 3 {
+		t.Fatalf("clusters view %+v", cv)
+	}
+	m1, m3 := cv.Clusters[0], cv.Clusters[2]
+	if m1.Name != "member1" || m1.Ready != "True" || m1.ReadyReason != "ClusterReady" || m1.LastHeartbeat == nil ||
+		!m1.LastHeartbeat.Time.Equal(renewed.Truncate(time.Second)) || m1.Agent != "agent-7f9c" || m1.RegionGuard != "Normal" {
+		t.Errorf("member1 %+v", m1)
+	}
+	if m3.Name != "member3" || len(m3.Taints) != 1 || m3.Taints[0] != "example.com/maintenance:NoSchedule" || m3.LastHeartbeat != nil {
+		t.Errorf("member3 %+v", m3)
+	}
+	table := mustRun("clusters", "-o", "wide")
+	for _, want := range []string{"NAME", "GUARD", "LAST-HEARTBEAT", "Normal/Normal", "example.com/maintenance:NoSchedule", "<never>", "agent-7f9c", "v1.31.0"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("clusters table lacks %q", want)
+		}
+	}
+	// A hub that publishes nothing (older, or in another namespace): the
+	// guard is unknown, not an error.
+	out := mustRun("clusters", "--hub-namespace", "elsewhere")
+	if !strings.Contains(out, "unknown/unknown") {
+		t.Errorf("without the guard ConfigMap the guard is not unknown:\n%s", out)
+	}
+
+	// where: by template name (context namespace) and by kind/name.
+	var wv app.WhereView
+	pluginTestUntil(t, "where shows member1's report", func() (bool, error) {
+		out, _, err := run("where", "web", "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		wv = app.WhereView{}
+		if err := json.Unmarshal([]byte(out), &wv); err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		return len(wv.Clusters) == 2 && wv.Clusters[0].Ready != nil && wv.Clusters[0].Applied == "True", nil
+	})
+	if wv.Binding != "default/nginx-deployment" || wv.Resource != "Deployment/nginx" || wv.Replicas != 3 ||
+		wv.Clusters[0].Cluster != "member1" || *wv.Clusters[0].Ready != 3 || *wv.Clusters[0].Available != 3 ||
+		wv.Clusters[0].Health != "Healthy" || !wv.Clusters[1].Scheduled || wv.Clusters[1].Replicas != 3 || wv.Clusters[1].Ready != nil {
+		t.Errorf("where view %+v", wv)
+	}
+	var scheduled bool
+	for _, c := range wv.Conditions {
+		scheduled = scheduled || c.Object == "Binding" && c.Type == "Scheduled" && c.Status == "True"
+	}
+	if !scheduled {
+		t.Errorf("where conditions %+v lack the binding's Scheduled=True", wv.Conditions)
+	}
+	table = mustRun("where", "deploy/nginx", "-n", ns)
+	for _, want := range []string{"ResourceTemplate:", "web", "CLUSTER", "member1", "member2", "Healthy", "Conditions:", "Scheduled"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("where table lacks %q", want)
+		}
+	}
+
+	// explain: the scheduler's recorded decision.
+	var ev app.ExplainView
+	if err := json.Unmarshal([]byte(mustRun("explain", "web", "-o", "json")), &ev); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]app.ExplainCluster{}
+	for _, c := range ev.Clusters {
+		results[c.Cluster] = c
+	}
+	if !ev.Recorded || ev.DecidedTime == nil || results["member1"].Result != app.ResultSelected || results["member2"].Result != app.ResultSelected ||
+		results["member3"].Result != app.ResultFiltered || results["member3"].Reason != workv1alpha1.DecisionTaintUntolerated {
+		t.Errorf("explain view %+v (binding decision %+v)", ev, rb.Status.SchedulingDecision)
+	}
+	table = mustRun("explain", "web", "--cluster", "member3")
+	for _, want := range []string{"Decided:", "CLUSTER", "RESULT", "member3", "Filtered", "TaintUntolerated", "example.com/maintenance"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("explain table lacks %q", want)
+		}
+	}
+	if strings.Contains(table, "\nmember1 ") {
+		t.Errorf("explain --cluster member3 shows member1:\n%s", table)
+	}
+
+	// What does not exist is a clear error, not a crash.
+	if _, _, err := run("where", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("where nope: %v", err)
+	}
+	if _, _, err := run("explain", "deployment/nope"); err == nil || !strings.Contains(err.Error(), "no binding") {
+		t.Errorf("explain deployment/nope: %v", err)
+	}
+}
+
+func pluginTestUntil(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return cond() }); err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
