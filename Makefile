@@ -121,3 +121,4 @@ soak: tools ## Run SOAK_SCHEDULES (50) random fault schedules of SOAK_STEPS (25)
 .PHONY: clean
 clean: ## Remove built binaries of the project (keeps the cached tools).
 	rm -f $(BIN)/hub $(BIN)/agent
+	rm -rf $(BIN)/image
