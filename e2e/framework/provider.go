@@ -38,8 +38,8 @@ func NewProvider(root string) (Provider, error) {
 // example E2E_STATE_DIR=.local); otherwise the suite makes its own, under
 // .local/e2e with its own names and ports so it never touches the
 // developer's, and removes it afterwards (unless E2E_KEEP=1). Its own
-// environment runs with ShortTimings (E2E_TIMINGS=default: the product's
-// defaults, about twice the waiting).
+// environment runs Prometheus (MONITORING=1) and ShortTimings
+// (E2E_TIMINGS=default: the product's defaults, about twice the waiting).
 type localProvider struct {
 	root     string
 	stateDir string
@@ -74,6 +74,9 @@ func (p *localProvider) script(ctx context.Context, name string) error {
 		// HUB_FLAGS carries all of FAST=1's hub timers, from p.timings
 		// (local-up.sh would append FAST's after them, and the last wins).
 		"FAST=0",
+		// A real Prometheus scraping it all, with the mixin's alert rules
+		// (the Monitoring specs query it).
+		"MONITORING=1",
 		"HUB_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("HUB_FLAGS")), p.timings.HubFlags()...), " "),
 		"AGENT_FLAGS="+strings.Join(append(strings.Fields(os.Getenv("AGENT_FLAGS")), p.timings.AgentFlags()...), " "),
 	)
