@@ -44,7 +44,7 @@ build: ## Build the hub and agent binaries and the kubectl plugin (kubectl floti
 # hack/image (go-containerregistry, no container runtime): bin/image is an
 # OCI layout, bin/image/flotilla.tar a docker-archive; the digest is printed.
 .PHONY: image
-image: ## Build the image $(IMAGE) (/hub, /agent; non-root, static, reproducible) into bin/image/ and point kustomize/image at it.
+image: ## Build the image IMAGE (/hub, /agent; non-root, static, reproducible) into bin/image/ (OCI layout, flotilla.tar) and point kustomize/image at it.
 	go run ./hack/image --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) $(if $(PLATFORMS),--platforms $(PLATFORMS)) \
 		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar --kustomize kustomize/image/kustomization.yaml
 
