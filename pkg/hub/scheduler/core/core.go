@@ -229,24 +229,24 @@ func hasRecentEviction(in Input) bool {
 	})
 }
 
-// termOutcome is what scheduling one affinity term found; the fields after
-// targets are kept only when recording a decision.
+// termOutcome is what scheduling one affinity term found, for its
+// decision; rejections, selected and droppedBy are kept only when
+// recording one.
 type termOutcome struct {
 	name         string
-	affinity     *policyv1alpha1.ClusterAffinity
 	allowEvicted bool
 	feasible     []candidate // passed the filters, best score first
 	targets      []workv1alpha1.TargetCluster
+	failure      string // why the feasible clusters were not enough
+	spreadFail   bool   // failure is the spread's, not the replicas'
 
 	rejections []rejection                                 // per in.Clusters index
 	selected   []candidate                                 // picked by the spread constraints
 	droppedBy  map[string]*policyv1alpha1.SpreadConstraint // the constraint that left a feasible cluster out
-	failure    string                                      // why the feasible clusters were not enough
-	spreadFail bool                                        // failure is the spread's, not the replicas'
 }
 
 func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) (termOutcome, error) {
-	out := termOutcome{name: name, affinity: affinity, allowEvicted: allowEvicted}
+	out := termOutcome{name: name, allowEvicted: allowEvicted}
 	current := map[string]int32{}
 	for _, t := range in.Spec.Clusters {
 		current[t.Name] = t.Replicas
