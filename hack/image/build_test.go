@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -266,13 +267,18 @@ func TestComponentSetsEveryImage(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubectl kustomize %s: %v\n%s", k, err, stderrOf(err))
 			}
-			images := imageTestContainerImages(t, out)
+			images, users := imageTestContainerImages(t, out)
 			if len(images) == 0 {
 				t.Fatalf("%s renders no workload", k)
 			}
 			for c, got := range images {
 				if got != image {
 					t.Errorf("%s: %s runs %s, want %s", k, c, got, image)
+				}
+				// The pods run as the image's user (runAsNonRoot needs a
+				// numeric one, and /etc/passwd names it).
+				if users[c] != strconv.Itoa(nonrootUID)+":"+strconv.Itoa(nonrootUID) || users[c] != userSpec {
+					t.Errorf("%s: %s runs as %s, the image's user is %s", k, c, users[c], userSpec)
 				}
 			}
 		}
@@ -287,26 +293,43 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// imageTestContainerImages is kind/name/container → image of every pod
-// template in a rendered multi-document YAML.
-func imageTestContainerImages(t *testing.T, rendered []byte) map[string]string {
+// imageTestContainerImages is kind/name/container → image, and → the
+// uid:gid it runs as (container securityContext over the pod's), of every
+// pod template in a rendered multi-document YAML.
+func imageTestContainerImages(t *testing.T, rendered []byte) (images, users map[string]string) {
 	t.Helper()
-	images := map[string]string{}
+	images, users = map[string]string{}, map[string]string{}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
 	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return images
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return images, users
 		} else if err != nil {
 			t.Fatal(err)
 		}
+		// Unstructured's own decoding keeps integers int64.
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(raw); err != nil {
+			t.Fatal(err)
+		}
+		podUID, _, _ := unstructured.NestedInt64(u.Object, "spec", "template", "spec", "securityContext", "runAsUser")
+		podGID, _, _ := unstructured.NestedInt64(u.Object, "spec", "template", "spec", "securityContext", "runAsGroup")
 		for _, field := range []string{"containers", "initContainers"} {
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", field)
 			for _, c := range cs {
 				m, _ := c.(map[string]any)
 				img, _ := m["image"].(string)
 				n, _ := m["name"].(string)
-				images[u.GetKind()+"/"+u.GetName()+"/"+n] = img
+				key := u.GetKind() + "/" + u.GetName() + "/" + n
+				images[key] = img
+				uid, gid := podUID, podGID
+				if v, ok, _ := unstructured.NestedInt64(m, "securityContext", "runAsUser"); ok {
+					uid = v
+				}
+				if v, ok, _ := unstructured.NestedInt64(m, "securityContext", "runAsGroup"); ok {
+					gid = v
+				}
+				users[key] = strconv.FormatInt(uid, 10) + ":" + strconv.FormatInt(gid, 10)
 			}
 		}
 	}
