@@ -58,6 +58,8 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
+	// The member's kubeconfig may come from KUBECONFIG or ~/.kube/config: say which server won.
+	logger.Info("Clusters", "member", memberCfg.Host, "hub", hubCfg.Host)
 	member, err := kubernetes.NewForConfig(memberCfg)
 	if err != nil {
 		return err

@@ -221,6 +221,8 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// The kubeconfig may come from KUBECONFIG or ~/.kube/config: say which server won.
+	klog.InfoS("Host cluster", "server", cfg.Host)
 	registry := metrics.NewRegistry("hub")
 	metrics.RegisterRESTClientMetrics(registry)
 	clients := &clientBuilder{cfg: cfg, requests: metrics.NewAPIRequestCounter(registry)}
