@@ -101,7 +101,7 @@ test-unit: ## Unit tests (no apiserver).
 # took the suite from 430 s to 273 s).
 .PHONY: test-integration
 test-integration: tools ## Integration tests against a real kube-apiserver (envtest).
-	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -p 4 -parallel 4 $$(go list ./... | grep -v /e2e)
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -p 4 -parallel 4 $$(go list ./... | grep -v '/e2e$$')
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) or kind.
