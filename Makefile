@@ -92,7 +92,8 @@ down: ## Stop and delete everything `make up` started.
 test: tools build verify test-integration test-e2e ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no apiserver).
+test-unit: ## Unit tests (no apiserver; promtool for the alert rule tests in monitoring/).
+	hack/build-tools.sh promtool
 	go test $(GO_TEST_FLAGS) -short ./...
 
 # Four packages at a time, and within a package up to four t.Parallel tests
