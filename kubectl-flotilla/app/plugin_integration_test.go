@@ -240,6 +240,53 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		t.Errorf("explain --cluster member3 shows member1:\n%s", table)
 	}
 
+	// member2 is drained (a NoExecute taint the policy does not tolerate;
+	// timeAdded as the hub's own taints carry it):
+	// the hub evicts the workload from it, and where shows the eviction
+	// and the failover history item.
+	pluginTestUntil(t, "member2 tainted NoExecute", func() (bool, error) {
+		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c.Spec.Taints = append(c.Spec.Taints, corev1.Taint{Key: "example.com/drain", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Now()}})
+		_, err = fc.ClusterV1alpha1().Clusters().Update(ctx, c, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	pluginTestUntil(t, "where shows member2's eviction in the failover history", func() (bool, error) {
+		out, _, err := run("where", "web", "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		wv = app.WhereView{}
+		if err := json.Unmarshal([]byte(out), &wv); err != nil {
+			return false, err
+		}
+		return len(wv.FailoverHistory) > 0 && wv.FailoverHistory[0].From == "member2", nil
+	}, func() string {
+		b, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		c, err2 := fc.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
+		if err != nil || err2 != nil {
+			return fmt.Sprint(err, err2)
+		}
+		return fmt.Sprintf("binding spec.clusters %+v tasks %+v eviction history %+v status %+v; member2 taints %+v; where view %+v",
+			b.Spec.Clusters, b.Spec.GracefulEvictionTasks, b.Spec.EvictionHistory, b.Status, c.Spec.Taints, wv)
+	})
+	if h := wv.FailoverHistory[0]; h.Reason != workv1alpha1.EvictionReasonTaintUntolerated || h.Start.IsZero() {
+		t.Errorf("failover history %+v", wv.FailoverHistory)
+	}
+	for _, c := range wv.Clusters {
+		if c.Cluster == "member2" && c.Scheduled {
+			t.Errorf("member2 still scheduled after its eviction: %+v", wv.Clusters)
+		}
+	}
+	table = mustRun("where", "web")
+	for _, want := range []string{"Failover history", "TaintUntolerated", "member2"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("where table after the eviction lacks %q", want)
+		}
+	}
+
 	// What does not exist is a clear error, not a crash.
 	if _, _, err := run("where", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("where nope: %v", err)
@@ -249,10 +296,15 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	}
 }
 
-func pluginTestUntil(t *testing.T, what string, cond func() (bool, error)) {
+// pluginTestUntil polls cond for a minute; describe, if given, says what
+// the objects looked like when it gives up.
+func pluginTestUntil(t *testing.T, what string, cond func() (bool, error), describe ...func() string) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true,
 		func(context.Context) (bool, error) { return cond() }); err != nil {
+		for _, d := range describe {
+			t.Log(d())
+		}
 		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }
