@@ -26,9 +26,15 @@ import (
 // fleet, and loaded the mixin's alert rules without errors.
 var _ = Describe("Monitoring (make up MONITORING=1)", func() {
 	BeforeEach(func() {
-		if env.Prometheus == "" {
-			Skip("this environment runs no Prometheus (hack/local-up.sh with MONITORING=1 does)")
+		if env.Prometheus != "" {
+			return
 		}
+		// The local provider's own environment always asks for one; a
+		// reused `make up` or the kind provider may have none.
+		if p := os.Getenv("E2E_PROVIDER"); (p == "" || p == "local") && os.Getenv("E2E_STATE_DIR") == "" {
+			Fail("the local provider's environment runs no Prometheus: hack/local-up.sh ignored MONITORING=1 (no PROMETHEUS= in its environment file)")
+		}
+		Skip("this environment runs no Prometheus (hack/local-up.sh with MONITORING=1 does)")
 	})
 
 	It("scrapes the hub, every agent and every member's CoreDNS, all up", func(ctx SpecContext) {
