@@ -159,7 +159,7 @@ func TestBuildWhereView(t *testing.T) {
 		"m2": {ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "flotilla-es-m2"}, Status: workv1alpha1.WorkStatus{
 			Conditions: []metav1.Condition{{Type: "Applied", Status: "False", Reason: "AppliedFailed", Message: "quota exceeded"}}}},
 		// A Work whose cluster is in neither spec nor status (being deleted).
-		"m4": {ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "flotilla-es-m4"}},
+		"m4": {ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "flotilla-es-m4", DeletionTimestamp: &start}},
 	}
 	events := []corev1.Event{
 		{InvolvedObject: corev1.ObjectReference{Kind: "ResourceBinding", Name: "nginx-deployment"}, Reason: "Old", LastTimestamp: start},
@@ -176,7 +176,7 @@ func TestBuildWhereView(t *testing.T) {
 	if !m2.Scheduled || m2.Replicas != 3 || *m2.Ready != 0 || *m2.Available != 0 || m2.Applied != "False" || m2.AppliedMessage != "quota exceeded" || m2.Work != "flotilla-es-m2/w" {
 		t.Errorf("m2 %+v", m2)
 	}
-	if m4.Scheduled || m4.Ready != nil || m4.Applied != "" {
+	if m4.Scheduled || m4.Ready != nil || m4.Applied != "" || !m4.WorkDeleting {
 		t.Errorf("m4 %+v", m4)
 	}
 	if len(v.EvictionTasks) != 1 || v.EvictionTasks[0].PurgeMode != "Gracefully" || v.EvictionTasks[0].Producer != "taint-manager" {
@@ -198,7 +198,7 @@ func TestBuildWhereView(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"ResourceTemplate:", "nginx-deployment", "evicting", "quota exceeded", "Graceful eviction tasks:", "Gracefully",
-		"Failover history", "m1 ", "30s", "for 2m (ongoing)", "scheduled on m2", "Events"} {
+		"Failover history", "m1 ", "30s", "Work being deleted", "for 2m (ongoing)", "scheduled on m2", "Events"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -73,6 +73,9 @@ type WhereCluster struct {
 	Health         string `json:"health,omitempty"`
 	// Work is the Work's namespace/name, when it exists.
 	Work string `json:"work,omitempty"`
+	// WorkDeleting is true while the Work is being deleted (its agent
+	// removes the copy from the member, then releases it).
+	WorkDeleting bool `json:"workDeleting,omitempty"`
 }
 
 // EvictionTaskView is a graceful eviction task.
@@ -184,6 +187,7 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 	for name, w := range works {
 		c := cluster(name)
 		c.Work = w.Namespace + "/" + w.Name
+		c.WorkDeleting = w.DeletionTimestamp != nil
 		if a := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied); a != nil {
 			c.Applied = string(a.Status)
 			if a.Status != metav1.ConditionTrue && a.Message != "" {
@@ -423,7 +427,11 @@ func (o *Options) printWhere(v WhereView) error {
 		if c.Scheduled {
 			replicas = strconv.Itoa(int(c.Replicas))
 		}
-		t.row(c.Cluster, scheduled, replicas, count(c.Ready), count(c.Available), c.Applied, c.Health, c.AppliedMessage)
+		msg := c.AppliedMessage
+		if c.WorkDeleting && msg == "" {
+			msg = "Work being deleted: waiting for the cluster's agent to remove the copy"
+		}
+		t.row(c.Cluster, scheduled, replicas, count(c.Ready), count(c.Available), c.Applied, c.Health, msg)
 	}
 	if len(v.Clusters) == 0 {
 		t.row("", "", "", "", "", "", "", "scheduled nowhere")
