@@ -230,6 +230,12 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		results["member3"].Result != app.ResultFiltered || results["member3"].Reason != workv1alpha1.DecisionTaintUntolerated {
 		t.Errorf("explain view %+v (binding decision %+v)", ev, rb.Status.SchedulingDecision)
 	}
+	table = mustRun("explain", "web")
+	for _, want := range []string{"CLUSTER", "RESULT", "SCORE", "member1", "Selected", "member3", "Filtered"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("explain table lacks %q", want)
+		}
+	}
 	table = mustRun("explain", "web", "--cluster", "member3")
 	for _, want := range []string{"Decided:", "CLUSTER", "RESULT", "member3", "Filtered", "TaintUntolerated", "example.com/maintenance"} {
 		if !strings.Contains(table, want) {
