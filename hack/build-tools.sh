@@ -66,8 +66,10 @@ for recipe in "${RECIPES[@]}"; do
 	fi
 	echo ">> building $name ($pkg)"
 	start=$(date +%s)
-	(cd "$TOOLS/$module" && CGO_ENABLED=0 go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$BIN/$name.tmp" "$pkg")
-	mv "$BIN/$name.tmp" "$BIN/$name"
+	# A temporary name of this run's own: two runs building one tool at once
+	# (make up beside make test) each rename a whole binary into place.
+	(cd "$TOOLS/$module" && CGO_ENABLED=0 go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$BIN/$name.tmp.$$" "$pkg")
+	mv "$BIN/$name.tmp.$$" "$BIN/$name"
 	echo "$stamp" >"$STAMPS/$name"
 	echo "   $name built in $(($(date +%s) - start))s"
 done
