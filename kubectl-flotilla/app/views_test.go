@@ -140,6 +140,8 @@ func TestBuildWhereView(t *testing.T) {
 		Spec: workv1alpha1.ResourceBindingSpec{Replicas: 3,
 			Resource: workv1alpha1.ObjectReference{Kind: "Deployment", Name: "nginx"},
 			Clusters: []workv1alpha1.TargetCluster{{Name: "m2", Replicas: 3}},
+			EvictionHistory: []workv1alpha1.EvictionHistoryEntry{{ClusterName: "m3", Reason: "ApplicationFailure", EvictedAt: start},
+				{ClusterName: "m1", Reason: "TaintUntolerated", EvictedAt: start}},
 			GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "m1", Reason: "TaintUntolerated", Producer: "taint-manager",
 				PurgeMode: "Gracefully", Replicas: ptr.To[int32](3), CreationTimestamp: &start}}},
 		Status: workv1alpha1.ResourceBindingStatus{
@@ -182,6 +184,9 @@ func TestBuildWhereView(t *testing.T) {
 	if len(v.EvictionTasks) != 1 || v.EvictionTasks[0].PurgeMode != "Gracefully" || v.EvictionTasks[0].Producer != "taint-manager" {
 		t.Errorf("eviction tasks %+v", v.EvictionTasks)
 	}
+	if len(v.Evictions) != 2 || v.Evictions[0].Cluster != "m1" {
+		t.Errorf("evictions %+v, want newest (m1) first", v.Evictions)
+	}
 	if len(v.FailoverHistory) != 2 || v.FailoverHistory[0].From != "m1" {
 		t.Errorf("history %+v, want newest (from m1) first", v.FailoverHistory)
 	}
@@ -197,7 +202,7 @@ func TestBuildWhereView(t *testing.T) {
 	if err := o.printWhere(v); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ResourceTemplate:", "nginx-deployment", "evicting", "quota exceeded", "Graceful eviction tasks:", "Gracefully",
+	for _, want := range []string{"ResourceTemplate:", "nginx-deployment", "evicting", "quota exceeded", "Graceful eviction tasks:", "Gracefully", "Recent evictions",
 		"Failover history", "m1 ", "30s", "Work being deleted", "for 2m (ongoing)", "scheduled on m2", "Events"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

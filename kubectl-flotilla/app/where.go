@@ -42,6 +42,9 @@ type WhereView struct {
 	Clusters []WhereCluster `json:"clusters"`
 	// EvictionTasks are the binding's graceful eviction tasks.
 	EvictionTasks []EvictionTaskView `json:"evictionTasks,omitempty"`
+	// Evictions are the binding's recent evictions (spec.evictionHistory,
+	// newest first): the scheduler avoids these clusters for a while.
+	Evictions []EvictionView `json:"evictions,omitempty"`
 	// FailoverHistory is the latest items, newest first.
 	FailoverHistory []FailoverView `json:"failoverHistory,omitempty"`
 	// Conditions are the binding's and the template's, with their messages:
@@ -87,6 +90,13 @@ type EvictionTaskView struct {
 	Replicas  *int32       `json:"replicas,omitempty"`
 	Message   string       `json:"message,omitempty"`
 	Created   *metav1.Time `json:"created,omitempty"`
+}
+
+// EvictionView is an entry of the binding's eviction history.
+type EvictionView struct {
+	Cluster   string      `json:"cluster"`
+	Reason    string      `json:"reason"`
+	EvictedAt metav1.Time `json:"evictedAt"`
 }
 
 // FailoverView is a failover history item.
@@ -173,6 +183,10 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 				c.Applied, c.AppliedMessage = string(metav1.ConditionFalse), s.AppliedMessage
 			}
 			c.Ready, c.Available = replicaCounts(s.Status)
+		}
+		for i := len(b.Spec.EvictionHistory) - 1; i >= 0 && len(v.Evictions) < whereHistoryItems; i-- {
+			e := b.Spec.EvictionHistory[i]
+			v.Evictions = append(v.Evictions, EvictionView{Cluster: e.ClusterName, Reason: e.Reason, EvictedAt: e.EvictedAt})
 		}
 		hist := b.Status.FailoverHistory
 		for i := len(hist) - 1; i >= 0 && len(v.FailoverHistory) < whereHistoryItems; i-- {
@@ -448,6 +462,16 @@ func (o *Options) printWhere(v WhereView) error {
 				replicas = strconv.Itoa(int(*e.Replicas))
 			}
 			t.row(e.From, e.Reason, e.Producer, e.PurgeMode, replicas, age(now, e.Created), e.Message)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Evictions) > 0 {
+		heading(out, "Recent evictions (the scheduler avoids these clusters for a while):")
+		t := newTable(out, "CLUSTER", "REASON", "AGE")
+		for _, e := range v.Evictions {
+			t.row(e.Cluster, e.Reason, age(now, &e.EvictedAt))
 		}
 		if err := t.flush(); err != nil {
 			return err
