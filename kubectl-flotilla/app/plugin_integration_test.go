@@ -217,6 +217,25 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		}
 	}
 
+	// where without TEMPLATE: the namespace's bindings; -A: all of them.
+	var list app.WhereListView
+	if err := json.Unmarshal([]byte(mustRun("where", "-A", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Namespace != ns || list.Items[0].Template != "ResourceTemplate/web" ||
+		strings.Join(list.Items[0].Clusters, ",") != "member1(3),member2(3)" || list.Items[0].Scheduled != "True" {
+		t.Errorf("where -A %+v", list)
+	}
+	table = mustRun("where")
+	for _, want := range []string{"TEMPLATE", "CLUSTERS", "ResourceTemplate/web", "Deployment/nginx", "member1(3),member2(3)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("where (list) lacks %q", want)
+		}
+	}
+	if out, _, err := run("where", "-n", "kube-system"); err != nil || strings.Contains(out, "web") {
+		t.Errorf("where -n kube-system: %v %q", err, out)
+	}
+
 	// explain: the scheduler's recorded decision.
 	var ev app.ExplainView
 	if err := json.Unmarshal([]byte(mustRun("explain", "web", "-o", "json")), &ev); err != nil {

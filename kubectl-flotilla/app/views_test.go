@@ -286,3 +286,43 @@ func TestBuildExplainView(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildWhereList(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	isController := true
+	bindings := []workv1alpha1.ResourceBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns2"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nginx-deployment", Namespace: "ns1",
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ResourceTemplate", Name: "web", Controller: &isController}}},
+			Spec: workv1alpha1.ResourceBindingSpec{Replicas: 3, Resource: workv1alpha1.ObjectReference{Kind: "Deployment", Name: "nginx"},
+				Clusters:              []workv1alpha1.TargetCluster{{Name: "m1", Replicas: 1}, {Name: "m2", Replicas: 2}},
+				GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "m3"}}},
+			Status: workv1alpha1.ResourceBindingStatus{
+				Conditions:      []metav1.Condition{{Type: "Scheduled", Status: "True"}, {Type: "FullyApplied", Status: "False"}},
+				FailoverHistory: []workv1alpha1.FailoverHistoryItem{{Reason: "Old"}, {Reason: "TaintUntolerated", OriginCluster: "m3", ClustersAfterFailover: []string{"m1", "m2"}, StartTime: start}}}},
+		// Cluster-scoped, no replicas.
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-namespace"}, Spec: workv1alpha1.ResourceBindingSpec{Clusters: []workv1alpha1.TargetCluster{{Name: "m1"}}}},
+	}
+	v := BuildWhereList(bindings)
+	if len(v.Items) != 3 || v.Items[0].Binding != "team-namespace" || v.Items[1].Namespace != "ns1" || v.Items[2].Namespace != "ns2" {
+		t.Fatalf("items %+v, want cluster-scoped, ns1, ns2", v.Items)
+	}
+	web := v.Items[1]
+	if web.Template != "ResourceTemplate/web" || strings.Join(web.Clusters, ",") != "m1(1),m2(2)" || web.Scheduled != "True" ||
+		web.FullyApplied != "False" || web.Evicting[0] != "m3" || web.LastFailover == nil || web.LastFailover.Reason != "TaintUntolerated" {
+		t.Errorf("web %+v", web)
+	}
+	if v.Items[0].Clusters[0] != "m1" || v.Items[2].Scheduled != "" || v.Items[2].LastFailover != nil {
+		t.Errorf("partial bindings %+v", v.Items)
+	}
+	var out bytes.Buffer
+	o := &Options{Out: &out, Now: func() time.Time { return start.Add(time.Minute) }}
+	if err := o.printWhereList(v, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NAMESPACE", "ResourceTemplate/web", "m1(1),m2(2)", "TaintUntolerated m3->m1,m2 60s ago", "binding/b"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

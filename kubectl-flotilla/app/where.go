@@ -300,9 +300,9 @@ func replicaCounts(raw *runtime.RawExtension) (ready, available *int64) {
 }
 
 func newWhereCommand(o *Options) *cobra.Command {
-	var clusterScoped bool
+	var clusterScoped, all bool
 	cmd := &cobra.Command{
-		Use:   "where TEMPLATE",
+		Use:   "where [TEMPLATE]",
 		Short: "Show where a template's workload runs: clusters, replicas, health, eviction tasks, failover history and why.",
 		Long: `Show where a template's workload runs. TEMPLATE is a ResourceTemplate's name
 (in -n, default the context's namespace), resourcetemplate/NAME,
@@ -313,15 +313,29 @@ For each cluster: the replicas scheduled there, ready and available replicas
 as the member reported them, the Work's Applied condition and the health; then
 graceful eviction tasks (a copy kept on a cluster the workload is leaving),
 the latest failover history items, the binding's and template's conditions
-with their messages, and recent events.`,
-		Args: cobra.ExactArgs(1),
+with their messages, and recent events.
+
+Without TEMPLATE: one line per binding of the namespace (-A: of every
+namespace, and the cluster-scoped ones): its template, placement, Scheduled
+and FullyApplied, clusters being evicted from, and the last failover.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(false); err != nil {
 				return err
 			}
+			if len(args) == 1 && all {
+				return fmt.Errorf("-A lists every binding; it takes no TEMPLATE")
+			}
 			c, err := o.clients()
 			if err != nil {
 				return err
+			}
+			if len(args) == 0 {
+				v, err := o.whereList(cmd.Context(), c, all)
+				if err != nil {
+					return err
+				}
+				return o.printWhereList(v, all)
 			}
 			ref, err := ParseTemplateArg(args[0], c.namespace, clusterScoped)
 			if err != nil {
@@ -335,6 +349,7 @@ with their messages, and recent events.`,
 		},
 	}
 	cmd.Flags().BoolVar(&clusterScoped, "cluster-scoped", false, "TEMPLATE is a ClusterResourceTemplate (or KIND/NAME a cluster-scoped object).")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Without TEMPLATE: list the bindings of every namespace and the cluster-scoped ones.")
 	return cmd
 }
 
