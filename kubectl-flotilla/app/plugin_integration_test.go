@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 
 	hubapp "github.com/flotilla-io/flotilla/hub/app"
 	"github.com/flotilla-io/flotilla/kubectl-flotilla/app"
@@ -234,6 +236,41 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	}
 	if out, _, err := run("where", "-n", "kube-system"); err != nil || strings.Contains(out, "web") {
 		t.Errorf("where -n kube-system: %v %q", err, out)
+	}
+
+	// kubectl's habits: KUBECONFIG (no --kubeconfig), --context, and the
+	// context's namespace as the default of -n.
+	raw, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teamA := raw.Contexts[raw.CurrentContext].DeepCopy()
+	teamA.Namespace = "team-a"
+	raw.Contexts["team-a"] = teamA
+	raw.CurrentContext = "team-a"
+	envKubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := clientcmd.WriteToFile(*raw, envKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", envKubeconfig)
+	runEnv := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		cmd := app.NewCommand(&out, &errOut)
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(ctx)
+		return out.String() + errOut.String(), err
+	}
+	if out, err := runEnv("where", "web"); err == nil || !strings.Contains(err.Error(), `"web" not found`) {
+		t.Errorf("where web in the current context's namespace team-a: %v %s", err, out)
+	}
+	if out, err := runEnv("where", "web", "--context", "testenv"); err != nil || !strings.Contains(out, "default/nginx-deployment") {
+		t.Errorf("where web --context testenv (namespace unset: default): %v %s", err, out)
+	}
+	if out, err := runEnv("where", "web", "-n", "default"); err != nil || !strings.Contains(out, "default/nginx-deployment") {
+		t.Errorf("where web -n default: %v %s", err, out)
+	}
+	if _, err := runEnv("clusters", "--context", "nope"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("clusters --context nope: %v", err)
 	}
 
 	// explain: the scheduler's recorded decision.

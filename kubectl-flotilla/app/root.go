@@ -53,6 +53,9 @@ func (o *Options) clients() (*clients, error) {
 		// pod's in a cluster: what kubectl uses.
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = o.Kube.Kubeconfig
+		// As cmdutil: no migration of ~/.kube/.kubeconfig (a write into
+		// the user's home directory) from a read-only tool.
+		rules.MigrationRules = nil
 		ns, _, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 			&clientcmd.ConfigOverrides{CurrentContext: o.Kube.Context}).Namespace()
 		if err != nil {
