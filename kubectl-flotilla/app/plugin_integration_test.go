@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -351,6 +353,33 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("where table after the eviction lacks %q", want)
 		}
+	}
+
+	// The built binary, run by kubectl as a plugin (kubectl finds
+	// kubectl-flotilla in PATH), with KUBECONFIG and --context.
+	kubectl := filepath.Join(testenv.AssetsDir(env.Root), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			t.Skip("no kubectl in bin/ (make tools) or PATH: the plugin was tested in process only")
+		}
+	}
+	pluginDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-flotilla"), "./kubectl-flotilla")
+	build.Dir, build.Env = env.Root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./kubectl-flotilla: %v\n%s", err, out)
+	}
+	plugin := exec.CommandContext(ctx, kubectl, "flotilla", "where", "-A", "--context", "testenv", "-o", "json")
+	plugin.Env = append(os.Environ(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+envKubeconfig)
+	var pluginErr bytes.Buffer
+	plugin.Stderr = &pluginErr
+	pluginOut, err := plugin.Output()
+	if err != nil {
+		t.Fatalf("kubectl flotilla where -A: %v\n%s", err, pluginErr.String())
+	}
+	list = app.WhereListView{}
+	if err := json.Unmarshal(pluginOut, &list); err != nil || len(list.Items) != 1 || list.Items[0].Binding != binding {
+		t.Errorf("kubectl flotilla where -A -o json: %v %+v\n%s", err, list, pluginOut)
 	}
 
 	// What does not exist is a clear error, not a crash.
