@@ -139,7 +139,13 @@ func (p *GuardPublisher) Publish(ctx context.Context, state GuardState) {
 	if !p.synced() {
 		return
 	}
-	if err := p.publish(ctx, state, time.Now()); err != nil {
+	err := p.publish(ctx, state, time.Now())
+	switch {
+	case apierrors.IsNotFound(err):
+		// No such namespace (a hub run outside its Deployment, as in
+		// tests): nothing to publish to, and nothing wrong with the hub.
+		klog.FromContext(ctx).V(4).Info("Not publishing the fleet guard verdict: no namespace", "namespace", p.namespace)
+	case err != nil:
 		klog.FromContext(ctx).Error(err, "Publishing the fleet guard verdict", "configMap", klog.KRef(p.namespace, GuardConfigMapName))
 	}
 }
