@@ -306,9 +306,8 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 
 	// member2 is drained (a NoExecute taint the policy does not tolerate;
 	// timeAdded as the hub's own taints carry it): the hub evicts the
-	// workload from it, and where shows the eviction (and the failover
-	// history item, which the hub may miss when the graceful task ends
-	// at once: see the report of this change).
+	// workload from it, and where shows the eviction and its failover
+	// history item (recorded even when the graceful task ends at once).
 	pluginTestUntil(t, "member2 tainted NoExecute", func() (bool, error) {
 		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
 		if err != nil {
@@ -327,7 +326,7 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &wv); err != nil {
 			return false, err
 		}
-		return len(wv.Evictions) > 0 && wv.Evictions[0].Cluster == "member2", nil
+		return len(wv.Evictions) > 0 && wv.Evictions[0].Cluster == "member2" && len(wv.FailoverHistory) > 0, nil
 	}, func() string {
 		b, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
 		c, err2 := fc.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
@@ -340,7 +339,7 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	if e := wv.Evictions[0]; e.Reason != workv1alpha1.EvictionReasonTaintUntolerated || e.EvictedAt.IsZero() {
 		t.Errorf("evictions %+v", wv.Evictions)
 	}
-	if h := wv.FailoverHistory; len(h) > 0 && (h[0].From != "member2" || h[0].Reason != workv1alpha1.EvictionReasonTaintUntolerated) {
+	if h := wv.FailoverHistory; h[0].From != "member2" || h[0].Reason != workv1alpha1.EvictionReasonTaintUntolerated {
 		t.Errorf("failover history %+v", h)
 	}
 	for _, c := range wv.Clusters {

@@ -125,9 +125,11 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 func interesting(obj any) bool {
 	switch b := obj.(type) {
 	case *workv1alpha1.ResourceBinding:
-		return len(b.Spec.GracefulEvictionTasks) > 0 || hasOpen(b.Status.FailoverHistory)
+		return len(b.Spec.GracefulEvictionTasks) > 0 || hasOpen(b.Status.FailoverHistory) ||
+			len(Unrecorded(b.Spec.EvictionHistory, b.Status.FailoverHistory)) > 0
 	case *workv1alpha1.ClusterResourceBinding:
-		return len(b.Spec.GracefulEvictionTasks) > 0 || hasOpen(b.Status.FailoverHistory)
+		return len(b.Spec.GracefulEvictionTasks) > 0 || hasOpen(b.Status.FailoverHistory) ||
+			len(Unrecorded(b.Spec.EvictionHistory, b.Status.FailoverHistory)) > 0
 	}
 	return false
 }

@@ -93,6 +93,16 @@ func Next(history []workv1alpha1.FailoverHistoryItem, binding *workv1alpha1.Reso
 		out = append(out, it)
 		fresh[itemKey(&out[len(out)-1])] = true
 	}
+	// A failure eviction whose task ended before this controller read the
+	// binding (a survivor already Healthy ends a Duplicated task at once)
+	// left only its eviction-history entry: it still gets its item.
+	for _, e := range Unrecorded(binding.Spec.EvictionHistory, out) {
+		it := workv1alpha1.FailoverHistoryItem{Reason: e.Reason, OriginCluster: e.ClusterName,
+			Message:   "the eviction's graceful task ended before its item was recorded",
+			StartTime: metav1.NewTime(e.EvictedAt.Truncate(time.Second))}
+		out = append(out, it)
+		fresh[itemKey(&out[len(out)-1])] = true
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].StartTime.Equal(&out[j].StartTime) {
 			return out[i].StartTime.Before(&out[j].StartTime)
@@ -137,6 +147,28 @@ func Next(history []workv1alpha1.FailoverHistoryItem, binding *workv1alpha1.Reso
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// Unrecorded returns the eviction-history entries no item was opened for.
+// When history is full, entries older than its oldest item are not
+// returned: their items were dropped on purpose and must not come back.
+func Unrecorded(evictions []workv1alpha1.EvictionHistoryEntry, history []workv1alpha1.FailoverHistoryItem) []workv1alpha1.EvictionHistoryEntry {
+	var out []workv1alpha1.EvictionHistoryEntry
+	for _, e := range evictions {
+		start := metav1.NewTime(e.EvictedAt.Truncate(time.Second))
+		if slices.ContainsFunc(history, func(it workv1alpha1.FailoverHistoryItem) bool {
+			return it.OriginCluster == e.ClusterName && it.StartTime.Equal(&start)
+		}) {
+			continue
+		}
+		if len(history) >= workv1alpha1.FailoverHistoryLimit && slices.ContainsFunc(history, func(it workv1alpha1.FailoverHistoryItem) bool {
+			return start.Before(&it.StartTime)
+		}) {
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }

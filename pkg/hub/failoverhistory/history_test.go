@@ -86,6 +86,14 @@ func task(from, reason string, created int) bindingOpt {
 	}
 }
 
+// evicted records an eviction-history entry (the task may be gone).
+func evicted(cluster string, at_ int) bindingOpt {
+	return func(b *workv1alpha1.ResourceBinding) {
+		b.Spec.EvictionHistory = append(b.Spec.EvictionHistory, workv1alpha1.EvictionHistoryEntry{
+			ClusterName: cluster, Reason: workv1alpha1.EvictionReasonTaintUntolerated, EvictedAt: at(at_)})
+	}
+}
+
 // opened is the item a TaintUntolerated task from member1 at 10 s opens.
 // withTaskReplicas gives the last task of opt replicas.
 func withTaskReplicas(opt bindingOpt, replicas int32) bindingOpt {
@@ -129,6 +137,30 @@ func TestNext(t *testing.T) {
 		name:    "no task, no history: nothing",
 		binding: nginx(true, on(map[string]int32{"member1": 1, "member2": 2})),
 		now:     11,
+	}, {
+		name: "a failure eviction whose task ended before it was seen (a Healthy survivor): its eviction-history entry opens the item, closed at once",
+		binding: nginx(true, on(map[string]int32{"member2": 3}), evicted("member1", 10),
+			reported(status("member2", 3, 5, healthy))),
+		now: 12,
+		want: []workv1alpha1.FailoverHistoryItem{{Reason: workv1alpha1.EvictionReasonTaintUntolerated, OriginCluster: "member1",
+			Message:   "the eviction's graceful task ended before its item was recorded",
+			StartTime: at(10), ClustersAfterFailover: []string{"member2"}, EndTime: atp(12)}},
+	}, {
+		name: "an eviction-history entry whose item exists opens nothing",
+		history: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+			it.ClustersAfterFailover, it.EndTime = []string{"member2"}, atp(22)
+		})},
+		binding: nginx(true, on(map[string]int32{"member2": 3}), evicted("member1", 10), reported(status("member2", 3, 5, healthy))),
+		now:     30,
+		want: []workv1alpha1.FailoverHistoryItem{with(opened(), func(it *workv1alpha1.FailoverHistoryItem) {
+			it.ClustersAfterFailover, it.EndTime = []string{"member2"}, atp(22)
+		})},
+	}, {
+		name:    "a full history does not reopen an entry older than its oldest item (dropped on purpose)",
+		history: closedItems(workv1alpha1.FailoverHistoryLimit),
+		binding: nginx(true, on(map[string]int32{"member2": 3}), evicted("member1", -2000), reported(status("member2", 3, 5, healthy))),
+		now:     30,
+		want:    closedItems(workv1alpha1.FailoverHistoryLimit),
 	}, {
 		name: "a cluster failover opens an item; 2 of 3 available (member1 is dead) is degraded from the start",
 		binding: nginx(false, on(map[string]int32{"member2": 2}), task("member1", "TaintUntolerated", 10),
