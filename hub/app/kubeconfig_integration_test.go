@@ -115,7 +115,12 @@ func checkAgentKubeconfigWorks(t *testing.T, ctx context.Context, kubeconfig []b
 	if want := "system:serviceaccount:flotilla-es-" + cluster + ":flotilla-agent"; review.Status.UserInfo.Username != want {
 		t.Errorf("printed kubeconfig authenticates as %q, want %q", review.Status.UserInfo.Username, want)
 	}
-	if _, err := flotillaclient.NewForConfigOrDie(cfg).ClusterV1alpha1().Clusters().Get(ctx, cluster, metav1.GetOptions{}); err != nil {
-		t.Errorf("the agent identity cannot read its Cluster: %v", err)
-	}
+	// --wait waits for the identity's ServiceAccount; its RBAC may land a
+	// moment later (the hub makes it right after, and the apiserver's
+	// authorizer sees it through a cache), as an agent's retries allow.
+	client := flotillaclient.NewForConfigOrDie(cfg)
+	waitUntil(t, "the agent identity to read its Cluster", func() (bool, error) {
+		_, err := client.ClusterV1alpha1().Clusters().Get(ctx, cluster, metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
