@@ -70,6 +70,24 @@ func TestAlertMetricsFollowWorksAndTaints(t *testing.T) {
 	alertMetricWait(t, metricsAddr, `flotilla_hub_cluster_noexecute_taint_since_timestamp_seconds{cluster="member2"}`, "1.7e+09")
 	alertMetricSetTaints(t, ctx, fc, "member2", nil)
 	alertMetricWait(t, metricsAddr, `flotilla_hub_cluster_noexecute_taint_since_timestamp_seconds{cluster="member2"}`, "")
+
+	// A deleted cluster leaves no series behind: a last Ready=False kept
+	// would page FlotillaClusterNotReady for a cluster that is gone (the
+	// e2e Monitoring spec found member4 and member5 of an earlier spec
+	// still exported).
+	alertMetricWait(t, metricsAddr, `flotilla_hub_cluster_ready{cluster="member2",status="True"}`, "1")
+	if err := fc.ClusterV1alpha1().Clusters().Delete(ctx, "member2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, series := range []string{
+		`flotilla_hub_cluster_ready{cluster="member2",status="True"}`,
+		`flotilla_hub_cluster_ready{cluster="member2",status="False"}`,
+		`flotilla_hub_cluster_lease_age_seconds{cluster="member2"}`,
+		`flotilla_hub_works_not_applied{cluster="member2",state="pending"}`,
+	} {
+		alertMetricWait(t, metricsAddr, series, "")
+	}
+	alertMetricWait(t, metricsAddr, `flotilla_hub_cluster_ready{cluster="member1",status="True"}`, "1")
 }
 
 // alertMetricSetTaints replaces a cluster's taints, retrying on conflicts.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -125,6 +127,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.mu.Lock()
 		delete(c.seen, name)
 		c.mu.Unlock()
+		c.forgetMetrics(name)
 		return nil
 	}
 	if err != nil {
@@ -236,6 +239,16 @@ func renewObservedAt(renew, now time.Time) time.Time {
 		return now.Add(-renewTrustWindow)
 	default:
 		return renew
+	}
+}
+
+// forgetMetrics drops a deleted cluster's series: a last Ready=False left
+// behind would keep FlotillaClusterNotReady firing for a cluster that no
+// longer exists.
+func (c *Controller) forgetMetrics(name string) {
+	if m := c.opts.Metrics; m != nil {
+		m.ClusterReady.DeletePartialMatch(prometheus.Labels{"cluster": name})
+		m.LeaseAge.DeleteLabelValues(name)
 	}
 }
 
