@@ -29,7 +29,7 @@ RECIPES=(
 	"kubectl|kube|k8s.io/kubernetes/cmd/kubectl|${KUBE_LDFLAGS}"
 	"kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|-s -w"
 	"kwokctl|kwok|sigs.k8s.io/kwok/cmd/kwokctl|-s -w"
-	"coredns|coredns|github.com/coredns/coredns|-s -w"
+	"coredns|coredns|github.com/flotilla-io/flotilla/hack/tools/coredns/cmd/coredns|-s -w"
 	"controller-gen|codegen|sigs.k8s.io/controller-tools/cmd/controller-gen|-s -w"
 	"deepcopy-gen|codegen|k8s.io/code-generator/cmd/deepcopy-gen|-s -w"
 	"client-gen|codegen|k8s.io/code-generator/cmd/client-gen|-s -w"
