@@ -76,6 +76,12 @@ type FilterCount struct {
 // SchedulingDecision lists (KubeFleet keeps 20 likewise).
 const MaxUnselectedClusterDecisions = 20
 
+// MaxClusterDecisions is the most entries SchedulingDecision.Clusters
+// holds (its CRD MaxItems): selected clusters beyond it are counted in
+// OmittedClusters like the unselected ones beyond
+// MaxUnselectedClusterDecisions.
+const MaxClusterDecisions = 128
+
 // Reasons of a ClusterDecision.
 const (
 	DecisionSelected                = "Selected"
