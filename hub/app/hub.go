@@ -76,6 +76,7 @@ type Options struct {
 	LargeFleetSizeThreshold   int
 
 	ConcurrentResourceTemplateSyncs int
+	TemplateStatusHold              time.Duration
 	ConcurrentResourceBindingSyncs  int
 	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
@@ -114,6 +115,7 @@ func NewOptions() *Options {
 		LargeFleetSizeThreshold:   clustertaint.DefaultLargeFleetSizeThreshold,
 
 		ConcurrentResourceTemplateSyncs:     5,
+		TemplateStatusHold:                  detector.DefaultStatusHold,
 		ConcurrentResourceBindingSyncs:      5,
 		ConcurrentScheduleSyncs:             4,
 		EvictionHistoryTTL:                  10 * time.Minute,
@@ -144,6 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Clusters per second (per region) admitted for eviction while the fleet guard sees a partial disruption in the region.")
 	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
+	fs.DurationVar(&o.TemplateStatusHold, "template-status-hold", o.TemplateStatusHold, "How long a template's status may lag its binding while the binding is on its way (not yet scheduled, Works not yet reported applied); a settled status is written at once. 0 writes every step.")
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
@@ -175,6 +178,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
+	}
+	if o.TemplateStatusHold < 0 {
+		return fmt.Errorf("--template-status-hold must not be negative")
 	}
 	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
 		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
@@ -296,7 +302,8 @@ func Run(ctx context.Context, opts *Options) error {
 		// The detector re-checks each template's scope against the host's
 		// discovery (cached; refreshed at most once a minute on a miss).
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
-			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute))
+			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
+			WithStatusHold(opts.TemplateStatusHold)
 		// propagateDeps: the same scope check as the detector's, so a
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,
