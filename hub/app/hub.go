@@ -14,9 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -35,6 +33,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/hub/applicationfailover"
 	"github.com/flotilla-io/flotilla/pkg/hub/binding"
+	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
@@ -274,18 +273,15 @@ func Run(ctx context.Context, opts *Options) error {
 
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
-		factory := flotillainformers.NewSharedInformerFactory(clients.flotilla("informers"), 0)
+		// Every cached object is trimmed first (cachetransform): at 10,000
+		// templates the cache is most of the hub's memory.
+		factory, kubeFactory := newInformerFactories(clients, cachetransform.Compact)
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube("events").CoreV1().Events("")})
 		defer broadcaster.Shutdown()
 		// Events about a Cluster go to its namespace flotilla-es-<cluster>,
 		// not to the shared "default" (clusterevents).
 		recorder := clusterevents.Recorder(broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"}))
-		// Only what the hub made for clusters (labelled with their cluster:
-		// namespaces, Leases, agent identities), not every Lease, Role or
-		// ServiceAccount of the host cluster (one Lease per node, elections…).
-		kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("informers"), 0,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
 		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, kubeFactory,
 			clusterlifecycle.Options{Recorder: recorder, Metrics: hubMetrics})
