@@ -30,6 +30,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 var (
@@ -398,4 +399,37 @@ func simulateWorkAgents(ctx context.Context, fc flotillaclient.Interface) {
 		}()
 	}
 	<-ctx.Done()
+}
+
+// A template whose binding stays in flight (here: no agent ever reports its
+// Works) still shows where it runs once the hold is over: the hold delays
+// an in-flight status, it never hides it.
+func TestTemplateStatusInFlightIsWrittenAfterTheHold(t *testing.T) {
+	t.Parallel()
+	ctx, fc := startHubWith(t, func(o *app.Options) {
+		o.TemplateStatusHold = 2 * time.Second
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	})
+	createReadyClusters(t, ctx, fc, "member1", "member2")
+	ns := "default"
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}}}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "nginx", nginxManifest), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the template shows Propagated, Scheduled to 2 clusters, not FullyApplied", func() (bool, error) {
+		rt, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		applied := meta.FindStatusCondition(rt.Status.Conditions, workv1alpha1.BindingConditionFullyApplied)
+		return meta.IsStatusConditionTrue(rt.Status.Conditions, workobjects.TemplateConditionPropagated) &&
+			meta.IsStatusConditionTrue(rt.Status.Conditions, workv1alpha1.BindingConditionScheduled) &&
+			len(rt.Status.Clusters) == 2 && applied != nil && applied.Status == metav1.ConditionFalse, nil
+	})
 }
