@@ -79,7 +79,7 @@ var (
 	hubMemoryClusters    = flag.Int("hub-memory-clusters", 100, "clusters in the hub memory report (a multiple of 5)")
 	hubMemoryRuns        = flag.Int("hub-memory-runs", 1, "measurements of each variant in the hub memory report")
 	hubMemoryProfiles    = flag.String("hub-memory-profiles", "", "directory for the report's heap profiles (heap-<variant>-<run>.pprof)")
-	hubMemoryVariantList = flag.String("hub-memory-variants", "none,strip,compact", "cache transforms measured, in order")
+	hubMemoryVariantList = flag.String("hub-memory-variants", "none,strip,compact", "cache transforms measured, in order; <transform>@NAME=VALUE adds an environment variable to the measuring process")
 	hubMemoryKubectl     = flag.Bool("hub-memory-kubectl-apply", true, "templates carry kubectl's last-applied annotation, as `kubectl apply` leaves it")
 )
 
@@ -119,6 +119,7 @@ func TestHubMemoryReport(t *testing.T) {
 		t.Skip("run with -hub-memory-report")
 	}
 	for _, v := range strings.Split(*hubMemoryVariantList, ",") {
+		v, _, _ = strings.Cut(v, "@")
 		if _, ok := hubMemoryVariants[v]; !ok {
 			t.Fatalf("-hub-memory-variants: unknown %q", v)
 		}
@@ -151,12 +152,13 @@ func TestHubMemoryReport(t *testing.T) {
 		for _, variant := range strings.Split(*hubMemoryVariantList, ",") {
 			profile := ""
 			if profiles != "" {
-				profile = filepath.Join(profiles, fmt.Sprintf("heap-%s-%d.pprof", variant, run))
+				profile = filepath.Join(profiles, fmt.Sprintf("heap-%s-%d.pprof", strings.NewReplacer("@", "-", "=", "-").Replace(variant), run))
 			}
 			r, err := measureHubMemory(ctx, kubeconfig, variant, profile)
 			if err != nil {
 				t.Fatal(err)
 			}
+			r.Variant = variant
 			t.Logf("%s run %d: %+v", variant, run, r)
 			results = append(results, r)
 		}
@@ -176,7 +178,13 @@ func TestHubMemoryReport(t *testing.T) {
 // binary and returns what it printed.
 func measureHubMemory(ctx context.Context, kubeconfig, variant, profile string) (hubMemoryResult, error) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHubMemoryChild$", "-test.count=1", "-test.timeout=20m")
-	cmd.Env = append(os.Environ(), envHubMemoryKubeconfig+"="+kubeconfig, envHubMemoryVariant+"="+variant, envHubMemoryProfile+"="+profile)
+	// "<transform>@NAME=VALUE" runs the child with that environment
+	// variable too (e.g. compact@GOMEMLIMIT=200MiB).
+	transform, childEnv, _ := strings.Cut(variant, "@")
+	cmd.Env = append(os.Environ(), envHubMemoryKubeconfig+"="+kubeconfig, envHubMemoryVariant+"="+transform, envHubMemoryProfile+"="+profile)
+	if childEnv != "" {
+		cmd.Env = append(cmd.Env, childEnv)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
