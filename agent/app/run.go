@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
 	"github.com/flotilla-io/flotilla/pkg/agent/leader"
 	"github.com/flotilla-io/flotilla/pkg/agent/lease"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -248,7 +249,7 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 	// once the agent has verified it works for this Cluster.
 	if gate.Wait(ctx) == nil {
 		workFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0,
-			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)))
+			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)), flotillainformers.WithTransform(stripManagedFields))
 		works := workFactory.Work().V1alpha1().Works().Informer()
 		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, member.Discovery(), execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
@@ -297,6 +298,16 @@ func stripForSummary(obj any) (any, error) {
 		o.Status.VolumesInUse = nil
 	case *coordinationv1.Lease:
 		o.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// stripManagedFields drops metadata.managedFields from cached Works: the
+// agent never reads them, and its Work writes (UpdateStatus, the finalizer's
+// Update) keep the stored ones when the object sent has none.
+func stripManagedFields(obj any) (any, error) {
+	if w, ok := obj.(*workv1alpha1.Work); ok {
+		w.ManagedFields = nil
 	}
 	return obj, nil
 }

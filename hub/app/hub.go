@@ -14,9 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -35,6 +33,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/hub/applicationfailover"
 	"github.com/flotilla-io/flotilla/pkg/hub/binding"
+	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
@@ -76,6 +75,7 @@ type Options struct {
 	LargeFleetSizeThreshold   int
 
 	ConcurrentResourceTemplateSyncs int
+	TemplateStatusHold              time.Duration
 	ConcurrentResourceBindingSyncs  int
 	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
@@ -114,6 +114,7 @@ func NewOptions() *Options {
 		LargeFleetSizeThreshold:   clustertaint.DefaultLargeFleetSizeThreshold,
 
 		ConcurrentResourceTemplateSyncs:     5,
+		TemplateStatusHold:                  detector.DefaultStatusHold,
 		ConcurrentResourceBindingSyncs:      5,
 		ConcurrentScheduleSyncs:             4,
 		EvictionHistoryTTL:                  10 * time.Minute,
@@ -144,6 +145,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.SecondaryEvictionRate, "secondary-eviction-rate", o.SecondaryEvictionRate, "Clusters per second (per region) admitted for eviction while the fleet guard sees a partial disruption in the region.")
 	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
+	fs.DurationVar(&o.TemplateStatusHold, "template-status-hold", o.TemplateStatusHold, "How long a template's status may lag its binding while the binding is on its way (not yet scheduled, Works not yet reported applied); a settled status is written at once. 0 writes every step.")
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
@@ -175,6 +177,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
+	}
+	if o.TemplateStatusHold < 0 {
+		return fmt.Errorf("--template-status-hold must not be negative")
 	}
 	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
 		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
@@ -268,18 +273,15 @@ func Run(ctx context.Context, opts *Options) error {
 
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
-		factory := flotillainformers.NewSharedInformerFactory(clients.flotilla("informers"), 0)
+		// Every cached object is trimmed first (cachetransform): at 10,000
+		// templates the cache is most of the hub's memory.
+		factory, kubeFactory := newInformerFactories(clients, cachetransform.Compact)
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube("events").CoreV1().Events("")})
 		defer broadcaster.Shutdown()
 		// Events about a Cluster go to its namespace flotilla-es-<cluster>,
 		// not to the shared "default" (clusterevents).
 		recorder := clusterevents.Recorder(broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"}))
-		// Only what the hub made for clusters (labelled with their cluster:
-		// namespaces, Leases, agent identities), not every Lease, Role or
-		// ServiceAccount of the host cluster (one Lease per node, elections…).
-		kubeFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("informers"), 0,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
 		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, kubeFactory,
 			clusterlifecycle.Options{Recorder: recorder, Metrics: hubMetrics})
@@ -296,7 +298,8 @@ func Run(ctx context.Context, opts *Options) error {
 		// The detector re-checks each template's scope against the host's
 		// discovery (cached; refreshed at most once a minute on a miss).
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
-			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute))
+			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
+			WithStatusHold(opts.TemplateStatusHold)
 		// propagateDeps: the same scope check as the detector's, so a
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,

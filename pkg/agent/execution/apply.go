@@ -226,6 +226,22 @@ func (c *Controller) applyTo(ctx context.Context, work *workv1alpha1.Work, desir
 		res.outcome = OutcomeUnchanged
 		return res
 	}
+	if live.GetManagedFields() == nil {
+		// A cached object (the cache strips managedFields): the upgrade
+		// below needs them, so read the object afresh. Only writes pay
+		// this GET; an unchanged object is decided from the cache alone.
+		fresh, err := c.getLive(ctx, gvr, live.GetNamespace(), live.GetName())
+		if err != nil {
+			res.outcome, res.err = OutcomeFailed, err
+			return res
+		}
+		if fresh == nil || fresh.GetUID() != live.GetUID() || workOf(fresh) != workOf(live) || createdByFlotilla(fresh) != createdByFlotilla(live) {
+			// Changed since the decision: decide again on a fresh read.
+			res.outcome, res.err = OutcomeFailed, errRaced
+			return res
+		}
+		live = fresh
+	}
 	if err := c.upgradeManagedFields(ctx, client, live); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			err = fmt.Errorf("%w: %v", errRaced, err)
@@ -311,13 +327,13 @@ func applyOutcome(err error) string {
 // get reads the member object, from the informer cache when it can. The
 // answer may be stale: every write made on it carries a precondition.
 func (c *Controller) get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
-	if obj, exists, ok := c.objects.cached(gvr, namespace, name); ok {
+	if obj, exists, ok := c.objects.cached(ctx, gvr, namespace, name); ok {
 		if exists {
 			return obj, nil
 		}
 		// The cache only holds managed objects: ask the metadata cache
 		// whether anything of that name exists before paying a GET.
-		if exists, known := c.objects.exists(gvr, namespace, name); known && !exists {
+		if exists, known := c.objects.exists(ctx, gvr, namespace, name); known && !exists {
 			return nil, nil
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -190,6 +191,9 @@ func (c *Controller) enqueueWork(obj any) {
 func (c *Controller) enqueueWorkUpdate(old, cur any) {
 	o, ok1 := old.(*workv1alpha1.Work)
 	n, ok2 := cur.(*workv1alpha1.Work)
+	if ok2 {
+		c.forgetWritten(n)
+	}
 	if ok1 && ok2 && o.Generation == n.Generation && equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) &&
 		slices.Equal(o.Finalizers, n.Finalizers) {
 		return
@@ -265,6 +269,20 @@ type writtenWork struct {
 	work     *workv1alpha1.Work
 }
 
+// forgetWritten drops the copy of our last status write once the lister
+// holds that version or a newer one: from then on the lister is the truth.
+// Without this every Work written once kept a second full copy in memory
+// until its next sync (5,000 Works: 5,000 copies).
+func (c *Controller) forgetWritten(cur *workv1alpha1.Work) {
+	e, ok := c.written.Load(cur.Name)
+	if !ok {
+		return
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(cur.ResourceVersion, e.(writtenWork).work.ResourceVersion); err == nil && cmp >= 0 {
+		c.written.CompareAndDelete(cur.Name, e)
+	}
+}
+
 // errRetry marks a sync whose Work needs another try later (a manifest
 // failed), after its status has been written.
 type errRetry struct{ failed []string }
@@ -275,6 +293,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	work, err := c.works.Works(c.opts.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.refusals.Delete(name)
+		c.written.Delete(name)
 		return nil
 	}
 	if err != nil {
@@ -490,6 +509,10 @@ func (c *Controller) putStatus(ctx context.Context, work *workv1alpha1.Work, sta
 	result, err := c.hub.WorkV1alpha1().Works(c.opts.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if err == nil {
 		c.written.Store(work.Name, writtenWork{replaced: work.ResourceVersion, work: result})
+		// The watch event of this write may have come before the Store.
+		if cur, err := c.works.Works(c.opts.Namespace).Get(work.Name); err == nil {
+			c.forgetWritten(cur)
+		}
 	}
 	if m := c.opts.Metrics; m != nil {
 		outcome := "success"

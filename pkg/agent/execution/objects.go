@@ -1,7 +1,9 @@
 package execution
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +33,9 @@ type objectWatcher struct {
 
 	mu        sync.Mutex
 	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// listed holds, per informer, a channel closed once its first list is
+	// in or firstListWait has passed.
+	listed map[cache.SharedIndexInformer]chan struct{}
 
 	// ownWrites maps an object key to the resourceVersion our last write
 	// produced, so the event of our own write does not trigger work.
@@ -51,21 +56,66 @@ func newObjectWatcher(client dynamic.Interface, metaClient metadata.Interface, s
 		}))
 	return &objectWatcher{factory: factory, metadata: metaFactory, onEvent: onEvent, stop: stop,
 		informers:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
-		metaInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
+		metaInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		listed:        map[cache.SharedIndexInformer]chan struct{}{}}
+}
+
+// firstListWait bounds how long a sync waits for a new informer's first
+// list before it reads the member with GETs instead. Without the wait, an
+// agent restarted with thousands of Works GETs every object its workers
+// reach while the list is still arriving; with it, a resource the agent
+// cannot list delays only the syncs of that first interval.
+const firstListWait = 30 * time.Second
+
+// run starts inf, and records in w.listed the channel closed once its first
+// list is in or firstListWait has passed. The caller holds w.mu.
+func (w *objectWatcher) run(inf cache.SharedIndexInformer) {
+	go inf.Run(w.stop)
+	ready := make(chan struct{})
+	w.listed[inf] = ready
+	go func() {
+		defer close(ready)
+		timeout := time.NewTimer(firstListWait)
+		defer timeout.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !inf.HasSynced() {
+			select {
+			case <-w.stop:
+				return
+			case <-timeout.C:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// waitListed waits for inf's first list (see run), at most until ctx ends,
+// and reports whether its cache has synced.
+func (w *objectWatcher) waitListed(ctx context.Context, inf cache.SharedIndexInformer) bool {
+	w.mu.Lock()
+	ready := w.listed[inf]
+	w.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+	return inf.HasSynced()
 }
 
 // exists answers from the metadata cache whether an object exists at all;
-// known is false until that cache has synced.
-func (w *objectWatcher) exists(gvr schema.GroupVersionResource, namespace, name string) (exists, known bool) {
+// known is false while that cache has not synced.
+func (w *objectWatcher) exists(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (exists, known bool) {
 	w.mu.Lock()
 	inf, ok := w.metaInformers[gvr]
 	if !ok {
 		inf = w.metadata.ForResource(gvr).Informer()
 		w.metaInformers[gvr] = inf
-		go inf.Run(w.stop)
+		w.run(inf)
 	}
 	w.mu.Unlock()
-	if !inf.HasSynced() {
+	if !w.waitListed(ctx, inf) {
 		return false, false
 	}
 	key := name
@@ -76,13 +126,13 @@ func (w *objectWatcher) exists(gvr schema.GroupVersionResource, namespace, name 
 	return exists, err == nil
 }
 
-// informer returns the started informer for gvr, and whether its cache has
-// synced (callers fall back to a GET until it has).
-func (w *objectWatcher) informer(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+// informer returns the started informer for gvr.
+func (w *objectWatcher) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	w.mu.Lock()
 	inf, ok := w.informers[gvr]
 	if !ok {
 		inf = w.factory.ForResource(gvr).Informer()
+		_ = inf.SetTransform(stripManagedFields)
 		_ = inf.AddIndexers(cache.Indexers{byWorkIndex: indexByWork})
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			// Adds are the initial list (every Work is synced at start
@@ -91,10 +141,10 @@ func (w *objectWatcher) informer(gvr schema.GroupVersionResource) (cache.SharedI
 			DeleteFunc: w.handle,
 		})
 		w.informers[gvr] = inf
-		go inf.Run(w.stop)
+		w.run(inf)
 	}
 	w.mu.Unlock()
-	return inf, inf.HasSynced()
+	return inf
 }
 
 func (w *objectWatcher) handle(obj any) {
@@ -117,9 +167,10 @@ func (w *objectWatcher) recordWrite(u *unstructured.Unstructured) {
 }
 
 // cached returns the cached object, ok=false when the cache cannot answer.
-func (w *objectWatcher) cached(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, bool) {
-	inf, synced := w.informer(gvr)
-	if !synced {
+func (w *objectWatcher) cached(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, bool) {
+	// Until it has synced, callers fall back to a GET.
+	inf := w.informer(gvr)
+	if !w.waitListed(ctx, inf) {
 		return nil, false, false
 	}
 	key := name
@@ -191,6 +242,18 @@ func (w *objectWatcher) all() map[schema.GroupVersionResource][]*unstructured.Un
 		}
 	}
 	return out
+}
+
+// stripManagedFields drops metadata.managedFields from cached managed
+// objects: often the larger part of an object (a Deployment's lists every
+// field of its spec), and read only by the one-time upgrade of our Create's
+// entry before a server-side apply, which reads the object afresh
+// (applyTo). The metadata cache strips them too.
+func stripManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	}
+	return obj, nil
 }
 
 func objectKey(u *unstructured.Unstructured) string {

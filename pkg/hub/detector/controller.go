@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -68,6 +70,12 @@ type Controller struct {
 	// exist before it binds anything.
 	overrides        policylisters.OverridePolicyLister
 	clusterOverrides policylisters.ClusterOverridePolicyLister
+
+	// statusHold and holds: an in-flight template status waits up to
+	// statusHold for the binding to settle (statushold.go).
+	clock      clock.Clock
+	statusHold time.Duration
+	holds      holds
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -92,6 +100,8 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		clusterPolicies: cpp.Lister(),
 		recorder:        recorder,
 		scope:           scope,
+		clock:           clock.RealClock{},
+		statusHold:      DefaultStatusHold,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "detector"}),
 	}
@@ -167,12 +177,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 func (c *Controller) sync(ctx context.Context, key string) error {
 	tmpl, err := c.templates.Get(key)
 	if apierrors.IsNotFound(err) {
+		c.holds.release(key)
 		return c.deleteOwnedBindings(ctx, key, "", "")
 	}
 	if err != nil {
 		return err
 	}
 	if tmpl.DeletionTimestamp != nil {
+		c.holds.release(key)
 		return c.deleteOwnedBindings(ctx, key, "", "")
 	}
 	obj, err := workobjects.Object(tmpl)
@@ -345,10 +357,13 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tmpl, workv1alpha1.SchemeGroupVersion.WithKind(kind))}},
 			Spec: want,
 		}
+		// No Normal event: creating the binding is the routine step of
+		// every template, and the template's Propagated condition says
+		// which policy bound it. A binding changed by a policy or template
+		// change still gets one.
 		if err := c.bindings.Create(ctx, rb); err != nil {
 			return nil, err
 		}
-		c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: created binding %s", policyDescription(policyLabels), name)
 		return rb, nil
 	}
 	if err != nil {
@@ -417,9 +432,13 @@ func (c *Controller) deleteOwnedBindings(ctx context.Context, key string, uid an
 }
 
 // setPropagated writes the template's status: the Propagated condition and
-// the binding's placement and status, mirrored.
+// the binding's placement and status, mirrored. It writes only when what
+// the user sees changes, and holds back a status mirrored from a binding in
+// flight for up to statusHold (statushold.go), requeueing the template for
+// when the hold ends: the binding's next steps usually replace it first.
 func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, binding *workv1alpha1.ResourceBinding,
 	status metav1.ConditionStatus, reason, message string) error {
+	key := workobjects.Key(tmpl)
 	updated := tmpl.DeepCopy()
 	updated.Status.ObservedGeneration = tmpl.Generation
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated,
@@ -427,8 +446,18 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	if binding != nil {
 		mirrorBinding(&updated.Status, binding, tmpl.Generation)
 	}
+	held := status == metav1.ConditionTrue && inFlight(binding)
 	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
+		if !held {
+			c.holds.release(key)
+		}
 		return nil
+	}
+	if held {
+		if wait := c.holds.wait(key, c.clock.Now(), c.statusHold); wait > 0 {
+			c.queue.AddAfter(key, wait)
+			return nil
+		}
 	}
 	// A template waiting for its policy is not a failure (kubectl apply of a
 	// file often creates the template a moment before the policy): the
@@ -437,7 +466,17 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 		!meta.IsStatusConditionPresentAndEqual(tmpl.Status.Conditions, workobjects.TemplateConditionPropagated, status) {
 		c.recorder.Event(tmpl, "Warning", EventApplyPolicyFailed, message)
 	}
-	return c.templates.UpdateStatus(ctx, updated)
+	// A failed write keeps the hold as it is: the retry writes at once if
+	// the hold is over.
+	if err := c.templates.UpdateStatus(ctx, updated); err != nil {
+		return err
+	}
+	if held {
+		c.holds.written(key, c.clock.Now(), c.statusHold)
+	} else {
+		c.holds.release(key)
+	}
+	return nil
 }
 
 // mirrorBinding copies where the object runs and how it is doing from the
@@ -460,4 +499,11 @@ func mirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1a
 		}
 	}
 	status.WorkloadStatus, _ = resourceinterpreter.AggregateStatus(binding.Spec.Resource.Kind, statuses)
+}
+
+// WithStatusHold sets how long an in-flight template status may be held
+// back (DefaultStatusHold unless set; 0 writes every change at once).
+func (c *Controller) WithStatusHold(d time.Duration) *Controller {
+	c.statusHold = d
+	return c
 }
