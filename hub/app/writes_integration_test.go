@@ -16,19 +16,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
+	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hub/app"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
-	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -171,7 +168,7 @@ func measureWrites(t *testing.T, clusters, templates int, tune func(*app.Options
 		}
 		return len(list.Items) == clusters, nil
 	})
-	go simulateWorkAgents(ctx, fc)
+	go framework.SimulateWorkAgents(ctx, fc, framework.WorkAgentOptions{})
 
 	ns := "default"
 	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "writes", Namespace: ns},
@@ -332,73 +329,6 @@ func eventReasons(t *testing.T, ctx context.Context, kc kubernetes.Interface, ns
 		out[e.InvolvedObject.Kind+"/"+e.Reason] += int(max(e.Count, 1))
 	}
 	return out
-}
-
-// simulateWorkAgents plays every cluster's agent until ctx ends: each Work
-// whose current generation is not reported Applied gets an Applied status
-// with its Deployment Healthy and all replicas available, as an agent
-// writes it once the Deployment has rolled out.
-func simulateWorkAgents(ctx context.Context, fc flotillaclient.Interface) {
-	factory := flotillainformers.NewSharedInformerFactory(fc, 0)
-	informer := factory.Work().V1alpha1().Works().Informer()
-	lister := factory.Work().V1alpha1().Works().Lister()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	defer queue.ShutDown()
-	enqueue := func(obj any) {
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return
-	}
-	report := func(key string) error {
-		ns, name, _ := cache.SplitMetaNamespaceKey(key)
-		w, err := lister.Works(ns).Get(name)
-		if err != nil || w.DeletionTimestamp != nil || len(w.Spec.Workload.Manifests) == 0 {
-			return nil
-		}
-		if c := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied); c != nil &&
-			c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation {
-			return nil
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(w.Spec.Workload.Manifests[0].Raw); err != nil {
-			return nil
-		}
-		replicas := replicasOf(obj)
-		status := fmt.Sprintf(`{"replicas":%d,"readyReplicas":%d,"availableReplicas":%d,"updatedReplicas":%d}`, replicas, replicas, replicas, replicas)
-		updated := w.DeepCopy()
-		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
-			Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
-		gvk := obj.GroupVersionKind()
-		updated.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
-			Identifier: workv1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
-				Namespace: obj.GetNamespace(), Name: obj.GetName()},
-			Status: &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy}}
-		_, err = fc.WorkV1alpha1().Works(ns).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-		return err
-	}
-	for range 8 {
-		go func() {
-			for {
-				key, quit := queue.Get()
-				if quit {
-					return
-				}
-				if err := report(key); err != nil && ctx.Err() == nil {
-					queue.AddRateLimited(key)
-				} else {
-					queue.Forget(key)
-				}
-				queue.Done(key)
-			}
-		}()
-	}
-	<-ctx.Done()
 }
 
 // A template whose binding stays in flight (here: no agent ever reports its
