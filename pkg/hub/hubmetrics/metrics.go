@@ -12,6 +12,8 @@ const subsystem = "hub"
 
 // Metrics are the hub's own metrics.
 type Metrics struct {
+	// Leader is 1 while this replica leads (runs the controllers).
+	Leader prometheus.Gauge
 	// ClusterReady is 1 for each cluster's current Ready status.
 	ClusterReady *prometheus.GaugeVec
 	// LeaseAge is the age of each cluster's Lease as the hub last saw it.
@@ -81,6 +83,8 @@ type Metrics struct {
 // New creates the metrics and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "leader", Help: "1 while this hub replica leads and runs the controllers, 0 otherwise."}),
 		ClusterReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "cluster_ready", Help: "1 for the cluster's current Ready status (True, False, Unknown)."}, []string{"cluster", "status"}),
 		LeaseAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
@@ -142,5 +146,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.FleetGuardRegionState, m.UnhealthyClusters)
 	reg.MustRegister(m.ClusterObjectWrites)
 	reg.MustRegister(m.NoExecuteSince, m.WorksNotApplied)
+	reg.MustRegister(m.Leader)
 	return m
 }
