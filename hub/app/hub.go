@@ -33,6 +33,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/hub/applicationfailover"
 	"github.com/flotilla-io/flotilla/pkg/hub/binding"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
@@ -76,6 +77,7 @@ type Options struct {
 
 	ConcurrentResourceTemplateSyncs int
 	TemplateStatusHold              time.Duration
+	BindingStatusHold               time.Duration
 	ConcurrentResourceBindingSyncs  int
 	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
@@ -115,6 +117,7 @@ func NewOptions() *Options {
 
 		ConcurrentResourceTemplateSyncs:     5,
 		TemplateStatusHold:                  detector.DefaultStatusHold,
+		BindingStatusHold:                   bindingstatus.DefaultHold,
 		ConcurrentResourceBindingSyncs:      5,
 		ConcurrentScheduleSyncs:             4,
 		EvictionHistoryTTL:                  10 * time.Minute,
@@ -146,6 +149,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.LargeFleetSizeThreshold, "large-fleet-size-threshold", o.LargeFleetSizeThreshold, "A region with at most this many clusters evicts nothing in a partial disruption instead of slowing to the secondary rate (Kubernetes' --large-cluster-size-threshold).")
 	fs.IntVar(&o.ConcurrentResourceTemplateSyncs, "concurrent-resource-template-syncs", o.ConcurrentResourceTemplateSyncs, "Templates matched with policies in parallel.")
 	fs.DurationVar(&o.TemplateStatusHold, "template-status-hold", o.TemplateStatusHold, "How long a template's status may lag its binding while the binding is on its way (not yet scheduled, Works not yet reported applied); a settled status is written at once. 0 writes every step.")
+	fs.DurationVar(&o.BindingStatusHold, "binding-status-hold", o.BindingStatusHold, "How long a new binding's first status may wait for its agents to report (the scheduler's condition and the binding controller's status are written together once the binding settles); a settled status, and every change of a binding that already shows a status, is written at once. 0 writes every step.")
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
@@ -178,8 +182,8 @@ func (o *Options) Validate() error {
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
 	}
-	if o.TemplateStatusHold < 0 {
-		return fmt.Errorf("--template-status-hold must not be negative")
+	if o.TemplateStatusHold < 0 || o.BindingStatusHold < 0 {
+		return fmt.Errorf("--template-status-hold and --binding-status-hold must not be negative")
 	}
 	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
 		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
@@ -304,9 +308,13 @@ func Run(ctx context.Context, opts *Options) error {
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,
 			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
+		// One writer of the status the scheduler and the binding controller
+		// share: a new binding's first status is one write.
+		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{})
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
-			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
-		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder})
+			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses})
+		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
+			Statuses: bindingStatuses})
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
@@ -338,6 +346,7 @@ func Run(ctx context.Context, opts *Options) error {
 			// overlap the two API writes each schedule makes.
 			{schedulerCtl.Run, opts.ConcurrentScheduleSyncs},
 			{bindingCtl.Run, opts.ConcurrentResourceBindingSyncs}, {dependenciesCtl.Run, opts.ConcurrentResourceBindingSyncs},
+			{func(ctx context.Context, _ int) { bindingStatuses.Run(ctx) }, 1},
 			// Evictions are binding updates, one per binding; a dead
 			// cluster's workloads are admitted together and must not
 			// queue behind one worker.

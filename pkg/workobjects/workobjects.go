@@ -199,13 +199,21 @@ func (b *Bindings) Update(ctx context.Context, rb *workv1alpha1.ResourceBinding)
 
 // UpdateStatus writes a binding's status.
 func (b *Bindings) UpdateStatus(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
-	var err error
-	if rb.Namespace == "" {
-		_, err = b.Client.WorkV1alpha1().ClusterResourceBindings().UpdateStatus(ctx, toClusterBinding(rb), metav1.UpdateOptions{})
-	} else {
-		_, err = b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).UpdateStatus(ctx, rb, metav1.UpdateOptions{})
-	}
+	_, err := b.UpdateStatusReturning(ctx, rb)
 	return err
+}
+
+// UpdateStatusReturning writes a binding's status and returns what was
+// stored.
+func (b *Bindings) UpdateStatusReturning(ctx context.Context, rb *workv1alpha1.ResourceBinding) (*workv1alpha1.ResourceBinding, error) {
+	if rb.Namespace == "" {
+		out, err := b.Client.WorkV1alpha1().ClusterResourceBindings().UpdateStatus(ctx, toClusterBinding(rb), metav1.UpdateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return FromClusterBinding(out), nil
+	}
+	return b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).UpdateStatus(ctx, rb, metav1.UpdateOptions{})
 }
 
 // Delete deletes a binding.

@@ -41,6 +41,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
@@ -66,11 +67,22 @@ const (
 
 const workIndex = "byBindingUID"
 
+// AggregatedStatusItem.AppliedMessage of a cluster's copy that is merely
+// pending (every other message of an unapplied copy is an error).
+const (
+	MessageWorkNotCreated  = "Work not created yet"
+	MessageWaitingForAgent = "waiting for the cluster's agent to apply the Work"
+)
+
 // Options tune the controller.
 type Options struct {
 	Clock    clock.Clock
 	Metrics  *hubmetrics.Metrics
 	Recorder record.EventRecorder
+	// Statuses writes the binding status the controller shares with the
+	// scheduler (a new binding's first status in one write); nil writes at
+	// once.
+	Statuses *bindingstatus.Writer
 }
 
 // Controller is the binding controller.
@@ -95,6 +107,9 @@ type Controller struct {
 func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Statuses == nil {
+		opts.Statuses = bindingstatus.NewWriter(client, factory, 0, opts.Clock)
 	}
 	work, policy := factory.Work().V1alpha1(), factory.Policy().V1alpha1()
 	rb, crb := work.ResourceBindings(), work.ClusterResourceBindings()
@@ -227,6 +242,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if binding.DeletionTimestamp != nil {
 		return c.finalize(ctx, binding)
 	}
+	binding = c.opts.Statuses.View(binding)
 	ref := metav1.GetControllerOf(binding)
 	if ref == nil {
 		return nil
@@ -624,14 +640,56 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 		carryReportState(&item, previousItem(binding, target.Name), now)
 		items = append(items, item)
 	}
-	updated := binding.DeepCopy()
-	updated.Status.AggregatedStatus = items
-	meta.SetStatusCondition(&updated.Status.Conditions, fullyApplied(binding, items, overrideErrs))
-	meta.SetStatusCondition(&updated.Status.Conditions, worksUpToDate(binding, templateGeneration, copies))
-	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
+	updated := binding.Status.DeepCopy()
+	updated.AggregatedStatus = items
+	applied := fullyApplied(binding, items, overrideErrs)
+	upToDate := worksUpToDate(binding, templateGeneration, copies)
+	meta.SetStatusCondition(&updated.Conditions, applied)
+	meta.SetStatusCondition(&updated.Conditions, upToDate)
+	if apiequality.Semantic.DeepEqual(*updated, binding.Status) {
 		return nil
 	}
-	return c.bindings.UpdateStatus(ctx, updated)
+	return c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
+		s.AggregatedStatus = items
+		meta.SetStatusCondition(&s.Conditions, applied)
+		meta.SetStatusCondition(&s.Conditions, upToDate)
+	}, stage(binding, items, applied))
+}
+
+// author names the binding controller's part of a binding status.
+const author = "binding"
+
+// stage says how far a binding whose status is items and applied has come
+// (bindingstatus): settled when fully applied or when a copy failed (an
+// error to show at once); in the hub's hands while it has no cluster yet
+// (the scheduler has not placed it) or some Work is not made; waiting for
+// the agents when every Work is made and some agent has not reported the
+// current one.
+func stage(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.AggregatedStatusItem, applied metav1.Condition) bindingstatus.Stage {
+	if applied.Status == metav1.ConditionTrue {
+		return bindingstatus.Settled
+	}
+	if len(items) == 0 {
+		if meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled) == nil {
+			return bindingstatus.HubStage
+		}
+		return bindingstatus.Settled
+	}
+	if applied.Reason != ReasonNotFullyApplied {
+		return bindingstatus.Settled
+	}
+	out := bindingstatus.AgentStage
+	for _, it := range items {
+		switch {
+		case it.Applied && it.ObservedGeneration == binding.Generation:
+		case it.Applied, it.AppliedMessage == MessageWaitingForAgent:
+		case it.AppliedMessage == MessageWorkNotCreated:
+			out = bindingstatus.HubStage
+		default:
+			return bindingstatus.Settled
+		}
+	}
+	return out
 }
 
 func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1alpha1.AggregatedStatusItem {
@@ -656,14 +714,14 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	}
 	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
 	if !exists {
-		item.AppliedMessage = "Work not created yet"
+		item.AppliedMessage = MessageWorkNotCreated
 		return item
 	}
 	w := obj.(*workv1alpha1.Work)
 	applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
 	switch {
 	case applied == nil:
-		item.AppliedMessage = "waiting for the cluster's agent to apply the Work"
+		item.AppliedMessage = MessageWaitingForAgent
 		return item
 	case applied.Status != metav1.ConditionTrue:
 		item.AppliedMessage = applied.Message

@@ -27,16 +27,6 @@ const DefaultStatusHold = 30 * time.Second
 // maxStatusHoldFactor caps the doubling: at most 8 holds (4 min by default).
 const maxStatusHoldFactor = 8
 
-// The binding controller's AggregatedStatusItem.AppliedMessage while a
-// cluster's copy is merely pending (pkg/hub/binding clusterStatus). Any
-// other message of an unapplied copy is an error the user must see at
-// once. Should the binding controller reword them, the statuses they mark
-// count as settled: more writes, never a hidden error.
-const (
-	msgWorkNotCreated  = "Work not created yet"
-	msgWaitingForAgent = "waiting for the cluster's agent to apply the Work"
-)
-
 // inFlight says whether the binding is between two steps of the hub's
 // propagation pipeline that follow by themselves: the scheduler has not
 // answered yet, the binding controller has not summed up the current
@@ -71,7 +61,7 @@ func inFlight(binding *workv1alpha1.ResourceBinding) bool {
 		case item.Applied:
 			// The agent applied an older Work; the current one follows.
 			pending = true
-		case item.AppliedMessage == msgWorkNotCreated, item.AppliedMessage == msgWaitingForAgent:
+		case item.AppliedMessage == bindingctl.MessageWorkNotCreated, item.AppliedMessage == bindingctl.MessageWaitingForAgent:
 			pending = true
 		default:
 			return false

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	bindingctl "github.com/flotilla-io/flotilla/pkg/hub/binding"
 )
 
 func TestInFlight(t *testing.T) {
@@ -37,18 +38,18 @@ func TestInFlight(t *testing.T) {
 			binding([]metav1.Condition{scheduled, cond(workv1alpha1.BindingConditionFullyApplied, metav1.ConditionTrue, "FullyApplied", gen-1)}, applied), true},
 		{"fully applied", binding([]metav1.Condition{scheduled, cond(workv1alpha1.BindingConditionFullyApplied, metav1.ConditionTrue, "FullyApplied", gen)}, applied), false},
 		{"Works not made yet", binding([]metav1.Condition{scheduled, notApplied},
-			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: msgWorkNotCreated},
-			workv1alpha1.AggregatedStatusItem{ClusterName: "b", AppliedMessage: msgWorkNotCreated}), true},
+			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: bindingctl.MessageWorkNotCreated},
+			workv1alpha1.AggregatedStatusItem{ClusterName: "b", AppliedMessage: bindingctl.MessageWorkNotCreated}), true},
 		{"one agent reported, the other not yet", binding([]metav1.Condition{scheduled, notApplied}, applied,
-			workv1alpha1.AggregatedStatusItem{ClusterName: "b", AppliedMessage: msgWaitingForAgent}), true},
+			workv1alpha1.AggregatedStatusItem{ClusterName: "b", AppliedMessage: bindingctl.MessageWaitingForAgent}), true},
 		{"an agent applied an older Work", binding([]metav1.Condition{scheduled, notApplied}, applied,
 			workv1alpha1.AggregatedStatusItem{ClusterName: "b", Applied: true, ObservedGeneration: gen - 1}), true},
 		{"an agent failed to apply: shown at once", binding([]metav1.Condition{scheduled, notApplied},
-			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: msgWaitingForAgent},
+			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: bindingctl.MessageWaitingForAgent},
 			workv1alpha1.AggregatedStatusItem{ClusterName: "b", AppliedMessage: "admission webhook denied the request"}), false},
 		{"an override failed: shown at once", binding([]metav1.Condition{scheduled,
 			cond(workv1alpha1.BindingConditionFullyApplied, metav1.ConditionFalse, "OverrideChangedIdentity", gen)},
-			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: msgWaitingForAgent}), false},
+			workv1alpha1.AggregatedStatusItem{ClusterName: "a", AppliedMessage: bindingctl.MessageWaitingForAgent}), false},
 		{"no cluster scheduled", binding([]metav1.Condition{scheduled,
 			cond(workv1alpha1.BindingConditionFullyApplied, metav1.ConditionFalse, "NoClusterScheduled", gen)}), false},
 	} {

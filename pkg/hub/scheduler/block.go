@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -66,5 +67,5 @@ func (c *Controller) refreshBlockNote(ctx context.Context, binding *workv1alpha1
 		return nil
 	}
 	return c.setScheduled(ctx, binding, metav1.ConditionTrue, ReasonScheduled,
-		"scheduled to "+describe(binding.Spec.Clusters)+note, nil, binding.Status.SchedulerObservedAffinityName, nil)
+		"scheduled to "+describe(binding.Spec.Clusters)+note, nil, binding.Status.SchedulerObservedAffinityName, nil, bindingstatus.Settled)
 }

@@ -32,6 +32,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
@@ -73,6 +74,10 @@ type Options struct {
 	Clock              clock.Clock
 	Metrics            *hubmetrics.Metrics
 	Recorder           record.EventRecorder
+	// Statuses writes the binding status the scheduler shares with the
+	// binding controller (a new binding's first status in one write); nil
+	// writes at once.
+	Statuses *bindingstatus.Writer
 }
 
 // Controller schedules bindings.
@@ -88,6 +93,9 @@ type Controller struct {
 func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Statuses == nil {
+		opts.Statuses = bindingstatus.NewWriter(client, factory, 0, opts.Clock)
 	}
 	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	clusters := factory.Cluster().V1alpha1().Clusters()
@@ -165,6 +173,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if binding.DeletionTimestamp != nil || binding.Spec.Placement == nil {
 		return nil
 	}
+	// With our held status (a new binding's Scheduled waits for its
+	// Works, bindingstatus) and our last write.
+	binding = c.opts.Statuses.View(binding)
 	clusters, err := c.clusters.List(labels.Everything())
 	if err != nil {
 		return err
@@ -175,9 +186,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if binding.Status.SchedulerObservedGeneration != binding.Generation {
 			// Nothing to move, but say the current spec was seen: the
 			// graceful eviction controller waits for it.
-			updated := binding.DeepCopy()
-			updated.Status.SchedulerObservedGeneration = binding.Generation
-			return c.bindings.UpdateStatus(ctx, updated)
+			updated := binding.Status.DeepCopy()
+			updated.SchedulerObservedGeneration = binding.Generation
+			return c.opts.Statuses.Write(ctx, binding, author, schedulerPart(updated), bindingstatus.Settled)
 		}
 		return c.refreshBlockNote(ctx, binding)
 	}
@@ -312,7 +323,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 			reason = ReasonNoClusterFit
 		}
 		logger.Info("Binding cannot be scheduled", "reason", reason, "message", err.Error())
-		if statusErr := c.setScheduled(ctx, binding, metav1.ConditionFalse, reason, err.Error(), nil, "", decisionOf(in)); statusErr != nil {
+		if statusErr := c.setScheduled(ctx, binding, metav1.ConditionFalse, reason, err.Error(), nil, "", decisionOf(in), bindingstatus.Settled); statusErr != nil {
 			return statusErr
 		}
 		if reason == ReasonNoClusterFit {
@@ -346,7 +357,18 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 			msg += fmt.Sprintf("; shrinking %v gracefully (they keep their old replicas until the new placement is healthy)", shrunk)
 		}
 		logger.Info("Binding scheduled", "clusters", describe(result.Clusters), "message", msg)
-		c.event(binding, "Normal", EventScheduleSucceed, msg)
+		if scheduleType != TypeFirstSchedule {
+			// A new binding's placement is on its Scheduled condition; an
+			// event for each of 10,000 new bindings is a write apiece.
+			c.event(binding, "Normal", EventScheduleSucceed, msg)
+		}
+	}
+	// A new placement waits for the binding controller to make its Works:
+	// the condition goes with that status (bindingstatus holds it for a
+	// binding that has never shown one).
+	stage := bindingstatus.Settled
+	if changed && len(result.Clusters) > 0 {
+		stage = bindingstatus.HubStage
 	}
 	scheduledAt := servedAt(&binding.Spec, scheduleType, now)
 	if !changed && scheduleType == TypeDuplicated {
@@ -354,7 +376,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		scheduledAt = nil
 	}
 	return c.setScheduled(ctx, stored, metav1.ConditionTrue, ReasonScheduled,
-		"scheduled to "+describe(result.Clusters)+blockNote(&binding.Spec, now), scheduledAt, result.AffinityName, decisionOf(in))
+		"scheduled to "+describe(result.Clusters)+blockNote(&binding.Spec, now), scheduledAt, result.AffinityName, decisionOf(in), stage)
 }
 
 // decisionOf returns how to get the decision of in when a status write
@@ -484,7 +506,7 @@ func describe(targets []workv1alpha1.TargetCluster) string {
 // changed) is no reason to write, or a health change would cost a write
 // per binding of the fleet.
 func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.ResourceBinding, status metav1.ConditionStatus,
-	reason, message string, scheduledAt *time.Time, affinityName string, decision func() *workv1alpha1.SchedulingDecision) error {
+	reason, message string, scheduledAt *time.Time, affinityName string, decision func() *workv1alpha1.SchedulingDecision, stage bindingstatus.Stage) error {
 	updated := binding.DeepCopy()
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workv1alpha1.BindingConditionScheduled,
 		Status: status, Reason: reason, Message: message, ObservedGeneration: binding.Generation})
@@ -512,5 +534,22 @@ func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.Res
 			updated.Status.SchedulingDecision = d
 		}
 	}
-	return c.bindings.UpdateStatus(ctx, updated)
+	return c.opts.Statuses.Write(ctx, binding, author, schedulerPart(&updated.Status), stage)
+}
+
+// author names the scheduler's part of a binding status.
+const author = "scheduler"
+
+// schedulerPart sets the scheduler's fields of a binding status to those
+// of status: all of them, so a later part (which replaces a held one)
+// keeps what an earlier one set.
+func schedulerPart(status *workv1alpha1.ResourceBindingStatus) bindingstatus.Part {
+	scheduled := meta.FindStatusCondition(status.Conditions, workv1alpha1.BindingConditionScheduled)
+	gen, at, affinity, decision := status.SchedulerObservedGeneration, status.LastScheduledTime, status.SchedulerObservedAffinityName, status.SchedulingDecision
+	return func(s *workv1alpha1.ResourceBindingStatus) {
+		if scheduled != nil {
+			meta.SetStatusCondition(&s.Conditions, *scheduled)
+		}
+		s.SchedulerObservedGeneration, s.LastScheduledTime, s.SchedulerObservedAffinityName, s.SchedulingDecision = gen, at, affinity, decision
+	}
 }

@@ -1,0 +1,331 @@
+// Package bindingstatus writes a binding's status for the controllers that
+// share it (the scheduler's Scheduled condition, the binding controller's
+// aggregated status), coalescing a new binding's first status into one
+// write.
+//
+// A new binding used to get a status write per step of the pipeline:
+// "no cluster yet" from the binding controller, then Scheduled from the
+// scheduler, then "Works made, waiting for the agents", then each agent's
+// report (docs/benchmarks.md, issue 20). Only the last one is what the
+// binding settles on. Here each controller submits its part of the status
+// with how far the binding has come (Stage); the parts of a binding that
+// has never shown a status are held in memory until one of them settles or
+// the hold runs out, then written together. A binding that already shows
+// a status gets every change written at once: failover, graceful eviction
+// and the failover history read those statuses and must not wait.
+//
+// Holding is safe across restarts: nothing is lost but the wait. A new
+// hub's scheduler and binding controller compute the same parts again from
+// the binding, its Works and the clusters.
+package bindingstatus
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
+)
+
+// DefaultHold is how long a new binding's status may wait for its agents
+// (see Stage) before it is written as it stands.
+const DefaultHold = 30 * time.Second
+
+// maxHoldFactor bounds the wait for the hub's own stages: a part stuck
+// there (a controller failing and retrying) is written after this many
+// holds (4 min by default).
+const maxHoldFactor = 8
+
+// Stage says how far the binding has come, as the part's author sees it.
+type Stage int
+
+const (
+	// Settled: the part is what the binding settles on (fully applied,
+	// unschedulable, an error the user must see): written at once, with
+	// every other part held for the binding.
+	Settled Stage = iota
+	// HubStage: the binding waits for another hub controller (the binding
+	// controller has not made the Works of the new placement yet). The hub
+	// completes these steps by itself, so they have no time bound but
+	// maxHoldFactor holds.
+	HubStage
+	// AgentStage: every Work is made and the binding waits for agents to
+	// report. Agents can stall for reasons outside the hub: the hold runs
+	// from the first such part.
+	AgentStage
+)
+
+// Part sets its author's fields of a binding status.
+type Part func(*workv1alpha1.ResourceBindingStatus)
+
+// Writer writes binding statuses; one is shared by the controllers of a
+// hub.
+type Writer struct {
+	bindings *workobjects.Bindings
+	hold     time.Duration
+	clock    clock.Clock
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	pending map[string]*held
+	// written keeps the binding each successful write returned until the
+	// informer delivers it, so a controller that syncs in between reads
+	// its own write, not the status before it.
+	written map[string]*workv1alpha1.ResourceBinding
+}
+
+type held struct {
+	uid   types.UID
+	parts map[string]Part
+	// seq counts submissions: a write clears only the parts it carried.
+	seq      map[string]int
+	next     int
+	first    time.Time // first held part
+	agentsAt time.Time // first AgentStage part; zero while none
+}
+
+// NewWriter returns a Writer that writes through client and reads
+// factory's binding informers. hold 0 writes every part at once.
+func NewWriter(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, hold time.Duration, clk clock.Clock) *Writer {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	bindings, informers := workobjects.NewBindings(client, factory)
+	w := &Writer{bindings: bindings, hold: hold, clock: clk,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binding-status"}),
+		pending: map[string]*held{}, written: map[string]*workv1alpha1.ResourceBinding{}}
+	seen := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		m, ok := obj.(interface {
+			GetResourceVersion() string
+			GetNamespace() string
+			GetName() string
+		})
+		if !ok {
+			return
+		}
+		key := cache.NewObjectName(m.GetNamespace(), m.GetName()).String()
+		w.mu.Lock()
+		if b := w.written[key]; b != nil && b.ResourceVersion == m.GetResourceVersion() {
+			delete(w.written, key)
+		}
+		w.mu.Unlock()
+	}
+	gone := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(interface {
+			GetNamespace() string
+			GetName() string
+		}); ok {
+			key := cache.NewObjectName(m.GetNamespace(), m.GetName()).String()
+			w.mu.Lock()
+			delete(w.written, key)
+			delete(w.pending, key)
+			w.mu.Unlock()
+		}
+	}
+	for _, inf := range informers {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, n any) { seen(n) }, DeleteFunc: gone})
+	}
+	return w
+}
+
+// Run writes the parts whose hold ends until ctx is done.
+func (w *Writer) Run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	defer w.queue.ShutDown()
+	queueworker.Run(ctx, "binding-status", w.queue, 1, w.flushDue)
+}
+
+// View returns the binding as its controllers should read it: the latest of
+// the cache and this writer's last write, with every held part applied.
+// stored is the binding from the cache; it is returned as is when nothing
+// differs.
+func (w *Writer) View(stored *workv1alpha1.ResourceBinding) *workv1alpha1.ResourceBinding {
+	if stored == nil {
+		return nil
+	}
+	key := workobjects.Key(stored)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	base := w.latest(key, stored)
+	h := w.pending[key]
+	if h == nil || h.uid != stored.UID {
+		return base
+	}
+	out := base.DeepCopy()
+	for _, author := range authors(h) {
+		h.parts[author](&out.Status)
+	}
+	return out
+}
+
+// latest returns written[key] when it is stored's successor: the write
+// the informer has not delivered yet. Callers hold mu.
+func (w *Writer) latest(key string, stored *workv1alpha1.ResourceBinding) *workv1alpha1.ResourceBinding {
+	if b := w.written[key]; b != nil && b.UID == stored.UID && b.ResourceVersion != stored.ResourceVersion && b.Generation >= stored.Generation {
+		return b
+	}
+	return stored
+}
+
+// Write submits author's part of the status of binding (read from the
+// cache) at stage. It writes now, together with every part held for the
+// binding, unless the binding has never shown a status it may hold (see
+// the package comment); a held part is written with the next part that
+// settles, or when its hold ends. A later part of the same author replaces
+// its earlier one. An error means nothing was written; the part stays
+// submitted and the caller retries as usual.
+func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBinding, author string, part Part, stage Stage) error {
+	key := workobjects.Key(binding)
+	now := w.clock.Now()
+	w.mu.Lock()
+	h := w.pending[key]
+	if h == nil || h.uid != binding.UID {
+		h = &held{uid: binding.UID, parts: map[string]Part{}, seq: map[string]int{}}
+		w.pending[key] = h
+	}
+	h.next++
+	h.parts[author], h.seq[author] = part, h.next
+	base := w.latest(key, binding)
+	if stage != Settled && w.hold > 0 && !shown(base) {
+		if h.first.IsZero() {
+			h.first = now
+		}
+		if stage == AgentStage && h.agentsAt.IsZero() {
+			h.agentsAt = now
+		}
+		due := w.due(h)
+		w.mu.Unlock()
+		w.queue.AddAfter(key, due.Sub(now))
+		return nil
+	}
+	w.mu.Unlock()
+	return w.flush(ctx, key, binding)
+}
+
+// shown: the binding's status has been written by the scheduler, so its
+// controllers and people already read it and every change is written at
+// once.
+func shown(b *workv1alpha1.ResourceBinding) bool {
+	return meta.FindStatusCondition(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) != nil
+}
+
+// due is when h's hold ends. Callers hold mu.
+func (w *Writer) due(h *held) time.Time {
+	end := h.first.Add(maxHoldFactor * w.hold)
+	if !h.agentsAt.IsZero() {
+		end = minTime(end, h.agentsAt.Add(w.hold))
+	}
+	return end
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// flushDue writes key's held parts if their hold has ended (the queue's
+// delayed adds come for every held part; only the last one is due).
+func (w *Writer) flushDue(ctx context.Context, key string) error {
+	stored, err := w.bindings.Get(key)
+	if apierrors.IsNotFound(err) {
+		w.mu.Lock()
+		delete(w.pending, key)
+		w.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	h := w.pending[key]
+	if h == nil {
+		w.mu.Unlock()
+		return nil
+	}
+	if due := w.due(h); !shown(w.latest(key, stored)) && w.clock.Now().Before(due) {
+		w.mu.Unlock()
+		w.queue.AddAfter(key, due.Sub(w.clock.Now()))
+		return nil
+	}
+	w.mu.Unlock()
+	return w.flush(ctx, key, stored)
+}
+
+// flush writes every part held for key onto the latest binding, if that
+// changes its status.
+func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.ResourceBinding) error {
+	w.mu.Lock()
+	h := w.pending[key]
+	if h == nil || h.uid != stored.UID {
+		w.mu.Unlock()
+		return nil
+	}
+	base := w.latest(key, stored)
+	updated := base.DeepCopy()
+	carried := map[string]int{}
+	for _, author := range authors(h) {
+		h.parts[author](&updated.Status)
+		carried[author] = h.seq[author]
+	}
+	w.mu.Unlock()
+
+	if !apiequality.Semantic.DeepEqual(updated.Status, base.Status) {
+		out, err := w.bindings.UpdateStatusReturning(ctx, updated)
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(4).Info("Wrote binding status", "binding", key, "parts", len(carried))
+		w.mu.Lock()
+		w.written[key] = out
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.pending[key]; h != nil {
+		for author, seq := range carried {
+			if h.seq[author] == seq {
+				delete(h.parts, author)
+				delete(h.seq, author)
+			}
+		}
+		if len(h.parts) == 0 {
+			delete(w.pending, key)
+		}
+	}
+	return nil
+}
+
+// authors returns h's authors in a fixed order (parts set disjoint fields;
+// the order only makes writes reproducible). Callers hold mu.
+func authors(h *held) []string {
+	out := make([]string, 0, len(h.parts))
+	for a := range h.parts {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
