@@ -1,11 +1,17 @@
 // Command propagation measures the hub's propagation path at scale. It
 // registers N simulated clusters (in 10 regions, agents simulated as in the
-// clusters benchmark), one PropagationPolicy per region (spread over
-// --spread clusters, Divided), and M ResourceTemplates holding Deployments,
-// created as fast as the client allows. For each template it records, on
-// informers, the time from its Create call returning to its binding being
-// Scheduled and to all its Works existing; it prints p50/p99/max and the
-// throughput, the hub's writes by client, then deletes everything.
+// clusters benchmark, plus framework.SimulateWorkAgents reporting each Work
+// applied and rolled out, once per generation, with a client of their own),
+// one PropagationPolicy per region (spread over --spread clusters, Divided),
+// and M ResourceTemplates holding Deployments, created as fast as the client
+// allows. For each template it records, on informers, the time from its
+// Create call returning to each milestone: its binding Scheduled, all its
+// Works existing, all its Works Applied for their current generation, and
+// the template's own FullyApplied condition (what the user sees; "fully
+// propagated"). It prints p50/p99/max and the time until all are done for
+// each, the hub's writes by client and per template, and the hub's RSS
+// (sampled every --sample-interval: peak and at the end), then deletes
+// everything.
 //
 //	go run ./hack/bench/propagation --context flotilla-hub --hub-metrics 127.0.0.1:17001 \
 //	  --clusters 100 --templates 10000
@@ -32,6 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
@@ -51,9 +59,16 @@ const (
 
 type options struct {
 	clusters, templates, spread, workers int
+	agentQPS                             float64
+	agentWorkers                         int
 	hubMetrics                           string
-	timeout                              time.Duration
+	timeout, sampleInterval, settle      time.Duration
 }
+
+// workNamespacePrefix: the cluster namespaces of the simulated clusters
+// ("flotilla-es-" + "pbench-NNN"), so the simulated agents leave the real
+// members' Works to their real agents.
+const workNamespacePrefix = "flotilla-es-pbench-"
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", benchutil.KubeconfigUsage)
@@ -65,11 +80,17 @@ func main() {
 	flag.IntVar(&o.spread, "spread", 2, "clusters per binding")
 	flag.IntVar(&o.workers, "workers", 32, "parallel creators")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
+	flag.Float64Var(&o.agentQPS, "agent-qps", 2000, "QPS of the simulated agents' one shared client (burst twice that)")
+	flag.IntVar(&o.agentWorkers, "agent-workers", 16, "Works the simulated agents report at once")
+	flag.DurationVar(&o.sampleInterval, "sample-interval", 2*time.Second, "how often to sample the hub's RSS from --hub-metrics")
+	flag.DurationVar(&o.settle, "settle", time.Minute, "after the last milestone, wait up to this long for the hub's writes to stop before counting them")
 	flag.Parse()
 	cfg, err := benchutil.HubConfig(*kubeconfig, *hubContext)
 	if err == nil {
+		agentCfg := rest.CopyConfig(cfg)
+		agentCfg.QPS, agentCfg.Burst = float32(o.agentQPS), int(2*o.agentQPS)
 		cfg.QPS, cfg.Burst = 1000, 2000
-		err = run(kubernetes.NewForConfigOrDie(cfg), flotillaclient.NewForConfigOrDie(cfg), o)
+		err = run(kubernetes.NewForConfigOrDie(cfg), flotillaclient.NewForConfigOrDie(cfg), flotillaclient.NewForConfigOrDie(agentCfg), o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -79,11 +100,32 @@ func main() {
 
 // timings records, per binding name, when each milestone was first seen.
 type timings struct {
-	mu        sync.Mutex
-	created   map[string]time.Time
-	scheduled map[string]time.Time
-	worked    map[string]time.Time
-	works     map[string]map[string]bool // binding -> clusters with a Work
+	mu           sync.Mutex
+	created      map[string]time.Time
+	scheduled    map[string]time.Time
+	worked       map[string]time.Time
+	applied      map[string]time.Time
+	fullyApplied map[string]time.Time
+	// binding -> cluster namespace -> whether its Work is Applied for its
+	// current generation (the key exists once the Work does).
+	works map[string]map[string]bool
+}
+
+func newTimings() *timings {
+	return &timings{created: map[string]time.Time{}, scheduled: map[string]time.Time{}, worked: map[string]time.Time{},
+		applied: map[string]time.Time{}, fullyApplied: map[string]time.Time{}, works: map[string]map[string]bool{}}
+}
+
+// done: every template has reached every milestone.
+func (t *timings) done(templates int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range []map[string]time.Time{t.scheduled, t.worked, t.applied, t.fullyApplied} {
+		if len(m) < templates {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *timings) see(m map[string]time.Time, name string) {
@@ -94,7 +136,7 @@ func (t *timings) see(m map[string]time.Time, name string) {
 	}
 }
 
-func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error {
+func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
@@ -114,6 +156,17 @@ func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error 
 	defer stopAgents()
 	for _, name := range names {
 		go framework.SimulateAgent(agents, kc, fc, name, 10*time.Second, nil)
+	}
+	workAgentsDone := make(chan struct{})
+	go func() {
+		defer close(workAgentsDone)
+		framework.SimulateWorkAgents(agents, agentClient, framework.WorkAgentOptions{NamespacePrefix: workNamespacePrefix, Workers: o.agentWorkers})
+	}()
+	// The simulated agents stop before cleanup, which releases the Works'
+	// finalizers itself.
+	stopAllAgents := func() {
+		stopAgents()
+		<-workAgentsDone
 	}
 	fmt.Fprintf(os.Stderr, "created %d Clusters; waiting for them to be Ready…\n", o.clusters)
 	if err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -156,14 +209,18 @@ func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error 
 		}
 	}
 
-	t := &timings{created: map[string]time.Time{}, scheduled: map[string]time.Time{}, worked: map[string]time.Time{}, works: map[string]map[string]bool{}}
+	t := newTimings()
 	if err := watchMilestones(ctx, fc, t, o.spread); err != nil {
 		return err
 	}
 	var before map[string]float64
+	rss := &rssSampler{}
+	stopSampling := func() {}
 	if o.hubMetrics != "" {
 		before, _ = benchutil.Scrape(o.hubMetrics)
+		stopSampling = rss.start(ctx, o.hubMetrics, o.sampleInterval)
 	}
+	fmt.Fprintf(os.Stderr, "load average before: %s\n", loadAverage())
 
 	templates := make([]string, o.templates)
 	for i := range templates {
@@ -183,26 +240,122 @@ func run(kc kubernetes.Interface, fc flotillaclient.Interface, o options) error 
 		t.see(t.created, workobjects.BindingName("Deployment", name))
 	})
 	createdIn := time.Since(t0)
-	fmt.Fprintf(os.Stderr, "created %d templates in %s; waiting for bindings and Works…\n", o.templates, createdIn.Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "created %d templates in %s; waiting until every template is FullyApplied…\n", o.templates, createdIn.Round(time.Millisecond))
 
+	progress := time.Now()
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return len(t.worked) >= o.templates && len(t.scheduled) >= o.templates, nil
+		if time.Since(progress) >= 30*time.Second {
+			progress = time.Now()
+			t.mu.Lock()
+			fmt.Fprintf(os.Stderr, "%s: %d scheduled, %d with all Works, %d all applied, %d FullyApplied; hub RSS %.0f MiB\n",
+				time.Since(t0).Round(time.Second), len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied), rss.last()/(1<<20))
+			t.mu.Unlock()
+		}
+		return t.done(o.templates), nil
 	})
+	propagatedIn := time.Since(t0)
+	stopSampling()
 	if err != nil {
 		t.mu.Lock()
-		fmt.Fprintf(os.Stderr, "timed out: %d scheduled, %d with all Works\n", len(t.scheduled), len(t.worked))
+		fmt.Fprintf(os.Stderr, "timed out: %d scheduled, %d with all Works, %d all applied, %d FullyApplied\n",
+			len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied))
 		t.mu.Unlock()
 	}
+	fmt.Fprintf(os.Stderr, "load average after: %s\n", loadAverage())
 	var after map[string]float64
 	if o.hubMetrics != "" {
-		after, _ = benchutil.Scrape(o.hubMetrics)
+		after = settledScrape(o.hubMetrics, o.settle)
 	}
-	report(t, t0, createdIn, o, before, after)
+	report(t, t0, createdIn, propagatedIn, o, before, after, rss)
 
-	stopAgents()
+	stopAllAgents()
 	return cleanup(kc, fc, names, templates)
+}
+
+// settledScrape scrapes the hub's metrics until two scrapes 5 s apart show
+// the same writes on the propagation path (writes still under way, such as
+// Events being sent, count too), for at most settle.
+func settledScrape(addr string, settle time.Duration) map[string]float64 {
+	last, _ := benchutil.Scrape(addr)
+	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Second)
+		next, err := benchutil.Scrape(addr)
+		if err != nil {
+			continue
+		}
+		same := pathWrites(next) == pathWrites(last)
+		last = next
+		if same {
+			break
+		}
+	}
+	return last
+}
+
+// background are the hub's clients whose writes do not depend on the
+// templates: the leader's lease renewals.
+var background = map[string]bool{"leader-election": true}
+
+// pathWrites sums the writes of every hub client but the background ones.
+func pathWrites(m map[string]float64) float64 {
+	var sum float64
+	for k, v := range m {
+		if client, ok := strings.CutPrefix(k, "writes by "); ok && !background[client] {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// rssSampler samples the hub's process_resident_memory_bytes.
+type rssSampler struct {
+	mu        sync.Mutex
+	peak, now float64
+	peakAt    time.Duration
+	samples   int
+	start0    time.Time
+}
+
+// start samples every interval until the returned stop is called.
+func (r *rssSampler) start(ctx context.Context, addr string, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.start0 = time.Now()
+	go func() {
+		defer close(done)
+		wait.UntilWithContext(ctx, func(context.Context) {
+			m, err := benchutil.Scrape(addr)
+			if err != nil {
+				return
+			}
+			v, ok := m["process_resident_memory_bytes"]
+			if !ok {
+				return
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.now, r.samples = v, r.samples+1
+			if v > r.peak {
+				r.peak, r.peakAt = v, time.Since(r.start0)
+			}
+		}, interval)
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (r *rssSampler) last() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func deployment(name, region string) map[string]any {
@@ -215,8 +368,9 @@ func deployment(name, region string) map[string]any {
 					"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}}}}}}}
 }
 
-// watchMilestones records when each binding is first Scheduled and when
-// all its Works exist.
+// watchMilestones records when each binding is first Scheduled, when all
+// its Works exist, when all of them are Applied for their current
+// generation, and when its template is FullyApplied.
 func watchMilestones(ctx context.Context, fc flotillaclient.Interface, t *timings, spread int) error {
 	bindings := flotillainformers.NewSharedInformerFactoryWithOptions(fc, 0, flotillainformers.WithNamespace(namespace))
 	works := flotillainformers.NewSharedInformerFactoryWithOptions(fc, 0, flotillainformers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -233,21 +387,37 @@ func watchMilestones(ctx context.Context, fc flotillaclient.Interface, t *timing
 			return
 		}
 		name := w.Annotations[workobjects.AnnotationBindingName]
+		c := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
 		t.mu.Lock()
 		if t.works[name] == nil {
 			t.works[name] = map[string]bool{}
 		}
-		t.works[name][w.Namespace] = true
-		done := len(t.works[name]) >= spread
+		t.works[name][w.Namespace] = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation
+		exist, applied := len(t.works[name]), 0
+		for _, ok := range t.works[name] {
+			if ok {
+				applied++
+			}
+		}
 		t.mu.Unlock()
-		if done {
+		if exist >= spread {
 			t.see(t.worked, name)
+		}
+		if applied >= spread {
+			t.see(t.applied, name)
+		}
+	}
+	onTemplate := func(obj any) {
+		if rt, ok := obj.(*workv1alpha1.ResourceTemplate); ok && meta.IsStatusConditionTrue(rt.Status.Conditions, workv1alpha1.BindingConditionFullyApplied) {
+			t.see(t.fullyApplied, workobjects.BindingName("Deployment", rt.Name))
 		}
 	}
 	_, _ = bindings.Work().V1alpha1().ResourceBindings().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onBinding, UpdateFunc: func(_, n any) { onBinding(n) }})
 	_, _ = works.Work().V1alpha1().Works().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onWork, UpdateFunc: func(_, n any) { onWork(n) }})
+	_, _ = bindings.Work().V1alpha1().ResourceTemplates().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onTemplate, UpdateFunc: func(_, n any) { onTemplate(n) }})
 	bindings.Start(ctx.Done())
 	works.Start(ctx.Done())
 	bindings.WaitForCacheSync(ctx.Done())
@@ -255,7 +425,7 @@ func watchMilestones(ctx context.Context, fc flotillaclient.Interface, t *timing
 	return nil
 }
 
-func report(t *timings, t0 time.Time, createdIn time.Duration, o options, before, after map[string]float64) {
+func report(t *timings, t0 time.Time, createdIn, propagatedIn time.Duration, o options, before, after map[string]float64, rss *rssSampler) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	latencies := func(m map[string]time.Time) (p50, p99, worst, last time.Duration) {
@@ -273,29 +443,58 @@ func report(t *timings, t0 time.Time, createdIn time.Duration, o options, before
 		return l[len(l)/2], l[min(len(l)*99/100, len(l)-1)], l[len(l)-1], last
 	}
 	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
-	s50, s99, smax, sAll := latencies(t.scheduled)
-	w50, w99, wmax, wAll := latencies(t.worked)
-	fmt.Printf("| clusters | templates | Works | created in | all scheduled | throughput | create→Scheduled p50 | p99 | max | all Works | create→all Works p50 | p99 | max |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	fmt.Printf("| %d | %d | %d | %s | %s | %.0f/s | %s | %s | %s | %s | %s | %s | %s |\n",
-		o.clusters, len(t.scheduled), len(t.worked)*o.spread, r(createdIn), r(sAll), float64(len(t.scheduled))/sAll.Seconds(),
-		r(s50), r(s99), r(smax), r(wAll), r(w50), r(w99), r(wmax))
-	if before != nil && after != nil {
-		var clients []string
-		for k := range after {
-			if strings.HasPrefix(k, "writes by ") {
-				clients = append(clients, k)
-			}
+	fmt.Printf("%d templates over %d clusters (%d each, %d Works), created in %s; waited %s\n\n",
+		o.templates, o.clusters, o.spread, o.templates*o.spread, r(createdIn), r(propagatedIn))
+	fmt.Printf("| milestone | templates | all done after | throughput | create→milestone p50 | p99 | max |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|\n")
+	for _, m := range []struct {
+		name  string
+		times map[string]time.Time
+	}{
+		{"binding Scheduled", t.scheduled},
+		{"all Works exist", t.worked},
+		{"every Work applied", t.applied},
+		{"template FullyApplied (fully propagated)", t.fullyApplied},
+	} {
+		p50, p99, worst, last := latencies(m.times)
+		throughput := "–"
+		if last > 0 {
+			throughput = fmt.Sprintf("%.0f/s", float64(len(m.times))/last.Seconds())
 		}
-		sort.Strings(clients)
-		for _, k := range clients {
-			if d := after[k] - before[k]; d > 0 {
-				fmt.Printf("hub %s: %.0f (%.2f per template)\n", k, d, d/float64(o.templates))
-			}
-		}
-		fmt.Printf("hub RSS after: %.0f MiB, CPU during: %.1f s\n", after["process_resident_memory_bytes"]/(1<<20),
-			after["process_cpu_seconds_total"]-before["process_cpu_seconds_total"])
+		fmt.Printf("| %s | %d | %s | %s | %s | %s | %s |\n", m.name, len(m.times), r(last), throughput, r(p50), r(p99), r(worst))
 	}
+	if before == nil || after == nil {
+		return
+	}
+	var clients []string
+	for k := range after {
+		if c, ok := strings.CutPrefix(k, "writes by "); ok && after[k]-before[k] > 0 {
+			clients = append(clients, c)
+		}
+	}
+	sort.Strings(clients)
+	n := float64(o.templates)
+	fmt.Printf("\n| hub client | writes | per template |\n|---|---|---|\n")
+	var total, all float64
+	for _, c := range clients {
+		d := after["writes by "+c] - before["writes by "+c]
+		all += d
+		note := ""
+		if background[c] {
+			note = " (background, not counted)"
+		} else {
+			total += d
+		}
+		fmt.Printf("| %s%s | %.0f | %.2f |\n", c, note, d, d/n)
+	}
+	fmt.Printf("| **total** | **%.0f** | **%.2f** |\n", total, total/n)
+	fmt.Printf("\nhub writes, all clients: %.0f (rest_client_requests_total: %.0f), %.2f per template\n",
+		all, after["writes"]-before["writes"], all/n)
+	rss.mu.Lock()
+	defer rss.mu.Unlock()
+	fmt.Printf("hub RSS: before %.0f MiB, peak %.0f MiB (%s after the first create, %d samples every %s), at the end %.0f MiB; hub CPU during: %.1f s\n",
+		before["process_resident_memory_bytes"]/(1<<20), rss.peak/(1<<20), rss.peakAt.Round(time.Second), rss.samples, o.sampleInterval,
+		after["process_resident_memory_bytes"]/(1<<20), after["process_cpu_seconds_total"]-before["process_cpu_seconds_total"])
 }
 
 // cleanup deletes the templates; the simulated clusters have no agent to
