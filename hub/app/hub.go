@@ -234,6 +234,9 @@ func Run(ctx context.Context, opts *Options) error {
 	klog.InfoS("Host cluster", "server", cfg.Host)
 	registry := metrics.NewRegistry("hub")
 	metrics.RegisterRESTClientMetrics(registry)
+	// Every controller queue's depth, adds, latency and retries: whether the
+	// hub has caught up is workqueue_depth at 0 (docs/metrics.md).
+	metrics.RegisterWorkqueueMetrics(registry)
 	clients := &clientBuilder{cfg: cfg, requests: metrics.NewAPIRequestCounter(registry)}
 	// Each controller gets a client of its own (metrics.ClientConfig). The
 	// first one proves the configuration; the rest cannot fail after it.
@@ -277,6 +280,8 @@ func Run(ctx context.Context, opts *Options) error {
 
 	runControllers := func(ctx context.Context) {
 		klog.InfoS("Hub controllers running")
+		hubMetrics.Leader.Set(1)
+		defer hubMetrics.Leader.Set(0)
 		// Every cached object is trimmed first (cachetransform): at 10,000
 		// templates the cache is most of the hub's memory.
 		factory, kubeFactory := newInformerFactories(clients, cachetransform.Compact)
