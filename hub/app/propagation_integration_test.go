@@ -333,6 +333,10 @@ func startHubEnv(t *testing.T, tune func(*app.Options)) (*testenv.Env, context.C
 	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
 	opts.LeaderElection.LeaderElect = false
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	// The tests play the agents only where they need them: a new binding's
+	// first status waits 1s for reports, not the default 30s (the writes
+	// tests measure the default).
+	opts.BindingStatusHold = time.Second
 	if tune != nil {
 		tune(opts)
 	}

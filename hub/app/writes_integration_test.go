@@ -23,6 +23,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hub/app"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
@@ -141,6 +142,8 @@ func measureWrites(t *testing.T, clusters, templates int, tune func(*app.Options
 		o.MetricsBindAddress = metricsAddr
 		// The test writes Ready as an agent would; no Lease renewals.
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		// What a production hub holds (startHubEnv shortens it).
+		o.BindingStatusHold = bindingstatus.DefaultHold
 		if tune != nil {
 			tune(o)
 		}

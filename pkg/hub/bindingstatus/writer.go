@@ -199,6 +199,15 @@ func (w *Writer) latest(key string, stored *workv1alpha1.ResourceBinding) *workv
 func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBinding, author string, part Part, stage Stage) error {
 	key := workobjects.Key(binding)
 	now := w.clock.Now()
+	// binding may be a View: what is stored comes from the cache (or our
+	// last write), never from the caller's copy.
+	stored, err := w.bindings.Get(key)
+	if apierrors.IsNotFound(err) || err == nil && stored.UID != binding.UID {
+		return nil // deleted (or replaced): nothing to write to
+	}
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	h := w.pending[key]
 	if h == nil || h.uid != binding.UID {
@@ -207,7 +216,7 @@ func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBindin
 	}
 	h.next++
 	h.parts[author], h.seq[author] = part, h.next
-	base := w.latest(key, binding)
+	base := w.latest(key, stored)
 	if stage != Settled && w.hold > 0 && !shown(base) {
 		if h.first.IsZero() {
 			h.first = now
@@ -221,14 +230,30 @@ func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBindin
 		return nil
 	}
 	w.mu.Unlock()
-	return w.flush(ctx, key, binding)
+	return w.flush(ctx, key, stored)
+}
+
+// Observe records binding as returned by a write of its spec or metadata
+// (the scheduler's placement): the next status write starts from it, not
+// from a cache that has not seen it yet (which would conflict).
+func (w *Writer) Observe(binding *workv1alpha1.ResourceBinding) {
+	key := workobjects.Key(binding)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if b := w.written[key]; b == nil || b.UID != binding.UID || b.Generation <= binding.Generation {
+		w.written[key] = binding
+	}
 }
 
 // shown: the binding's status has been written by the scheduler, so its
 // controllers and people already read it and every change is written at
-// once.
+// once. So is a binding with a graceful eviction task (a failover of a
+// binding that has not shown a status yet): the graceful eviction
+// controller waits for its schedulerObservedGeneration and its aggregated
+// status, and a failover must not wait for a hold.
 func shown(b *workv1alpha1.ResourceBinding) bool {
-	return meta.FindStatusCondition(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) != nil
+	return meta.FindStatusCondition(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) != nil ||
+		len(b.Spec.GracefulEvictionTasks) > 0
 }
 
 // due is when h's hold ends. Callers hold mu.

@@ -348,6 +348,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		if stored, err = c.bindings.Update(ctx, updated); err != nil {
 			return err
 		}
+		c.opts.Statuses.Observe(stored)
 		msg := "Scheduled to " + describe(result.Clusters)
 		removed, shrunk := splitPlaced(newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks), result.Clusters)
 		if len(removed) > 0 {
