@@ -5,13 +5,14 @@
 // one PropagationPolicy per region (spread over --spread clusters, Divided),
 // and M ResourceTemplates holding Deployments, created as fast as the client
 // allows. For each template it records, on informers, the time from its
-// Create call returning to each milestone: its binding Scheduled, all its
+// Create call returning to each milestone: its binding placed (the
+// scheduler's spec.clusters), its binding's Scheduled condition, all its
 // Works existing, all its Works Applied for their current generation, and
 // the template's own FullyApplied condition (what the user sees; "fully
 // propagated"). It prints p50/p99/max and the time until all are done for
 // each, the hub's writes by client and per template, and the hub's RSS
-// (sampled every --sample-interval: peak and at the end), then deletes
-// everything.
+// (sampled every --sample-interval until the writes settle: peak, and at
+// the end), then deletes everything.
 //
 //	go run ./hack/bench/propagation --context flotilla-hub --hub-metrics 127.0.0.1:17001 \
 //	  --clusters 100 --templates 10000
@@ -102,6 +103,7 @@ func main() {
 type timings struct {
 	mu           sync.Mutex
 	created      map[string]time.Time
+	placed       map[string]time.Time
 	scheduled    map[string]time.Time
 	worked       map[string]time.Time
 	applied      map[string]time.Time
@@ -112,7 +114,7 @@ type timings struct {
 }
 
 func newTimings() *timings {
-	return &timings{created: map[string]time.Time{}, scheduled: map[string]time.Time{}, worked: map[string]time.Time{},
+	return &timings{created: map[string]time.Time{}, placed: map[string]time.Time{}, scheduled: map[string]time.Time{}, worked: map[string]time.Time{},
 		applied: map[string]time.Time{}, fullyApplied: map[string]time.Time{}, works: map[string]map[string]bool{}}
 }
 
@@ -120,7 +122,7 @@ func newTimings() *timings {
 func (t *timings) done(templates int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, m := range []map[string]time.Time{t.scheduled, t.worked, t.applied, t.fullyApplied} {
+	for _, m := range []map[string]time.Time{t.placed, t.scheduled, t.worked, t.applied, t.fullyApplied} {
 		if len(m) < templates {
 			return false
 		}
@@ -247,18 +249,17 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 		if time.Since(progress) >= 30*time.Second {
 			progress = time.Now()
 			t.mu.Lock()
-			fmt.Fprintf(os.Stderr, "%s: %d scheduled, %d with all Works, %d all applied, %d FullyApplied; hub RSS %.0f MiB\n",
-				time.Since(t0).Round(time.Second), len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied), rss.last()/(1<<20))
+			fmt.Fprintf(os.Stderr, "%s: %d placed, %d Scheduled, %d with all Works, %d all applied, %d FullyApplied; hub RSS %.0f MiB\n",
+				time.Since(t0).Round(time.Second), len(t.placed), len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied), rss.last()/(1<<20))
 			t.mu.Unlock()
 		}
 		return t.done(o.templates), nil
 	})
 	propagatedIn := time.Since(t0)
-	stopSampling()
 	if err != nil {
 		t.mu.Lock()
-		fmt.Fprintf(os.Stderr, "timed out: %d scheduled, %d with all Works, %d all applied, %d FullyApplied\n",
-			len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied))
+		fmt.Fprintf(os.Stderr, "timed out: %d placed, %d Scheduled, %d with all Works, %d all applied, %d FullyApplied\n",
+			len(t.placed), len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied))
 		t.mu.Unlock()
 	}
 	fmt.Fprintf(os.Stderr, "load average after: %s\n", loadAverage())
@@ -266,6 +267,8 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 	if o.hubMetrics != "" {
 		after = settledScrape(o.hubMetrics, o.settle)
 	}
+	// The peak covers the settling too: the hub may still be writing.
+	stopSampling()
 	report(t, t0, createdIn, propagatedIn, o, before, after, rss)
 
 	stopAllAgents()
@@ -368,7 +371,9 @@ func deployment(name, region string) map[string]any {
 					"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}}}}}}}
 }
 
-// watchMilestones records when each binding is first Scheduled, when all
+// watchMilestones records when each binding is first placed (the
+// scheduler's result in spec.clusters; the Scheduled condition may be
+// written later, with the rest of the binding's status), Scheduled, when all
 // its Works exist, when all of them are Applied for their current
 // generation, and when its template is FullyApplied.
 func watchMilestones(ctx context.Context, fc flotillaclient.Interface, t *timings, spread int) error {
@@ -377,7 +382,14 @@ func watchMilestones(ctx context.Context, fc flotillaclient.Interface, t *timing
 		o.LabelSelector = workobjects.LabelBindingUID
 	}))
 	onBinding := func(obj any) {
-		if b, ok := obj.(*workv1alpha1.ResourceBinding); ok && meta.IsStatusConditionTrue(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) {
+		b, ok := obj.(*workv1alpha1.ResourceBinding)
+		if !ok {
+			return
+		}
+		if len(b.Spec.Clusters) > 0 {
+			t.see(t.placed, b.Name)
+		}
+		if meta.IsStatusConditionTrue(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) {
 			t.see(t.scheduled, b.Name)
 		}
 	}
@@ -451,7 +463,8 @@ func report(t *timings, t0 time.Time, createdIn, propagatedIn time.Duration, o o
 		name  string
 		times map[string]time.Time
 	}{
-		{"binding Scheduled", t.scheduled},
+		{"binding placed (spec.clusters)", t.placed},
+		{"binding Scheduled condition", t.scheduled},
 		{"all Works exist", t.worked},
 		{"every Work applied", t.applied},
 		{"template FullyApplied (fully propagated)", t.fullyApplied},
@@ -492,7 +505,7 @@ func report(t *timings, t0 time.Time, createdIn, propagatedIn time.Duration, o o
 		all, after["writes"]-before["writes"], all/n)
 	rss.mu.Lock()
 	defer rss.mu.Unlock()
-	fmt.Printf("hub RSS: before %.0f MiB, peak %.0f MiB (%s after the first create, %d samples every %s), at the end %.0f MiB; hub CPU during: %.1f s\n",
+	fmt.Printf("hub RSS: before %.0f MiB, peak %.0f MiB (%s after the first create, %d samples every %s until settled), at the end %.0f MiB; hub CPU during: %.1f s\n",
 		before["process_resident_memory_bytes"]/(1<<20), rss.peak/(1<<20), rss.peakAt.Round(time.Second), rss.samples, o.sampleInterval,
 		after["process_resident_memory_bytes"]/(1<<20), after["process_cpu_seconds_total"]-before["process_cpu_seconds_total"])
 }
