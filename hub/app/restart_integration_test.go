@@ -26,6 +26,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,7 +62,9 @@ import (
 var (
 	hubRestartReport    = flag.Bool("hub-restart-report", false, "run the hub restart report (issue 20 item 3)")
 	hubRestartTemplates = flag.Int("hub-restart-templates", 10000, "templates in the hub restart report (two Works each)")
-	hubRestartClusters  = flag.Int("hub-restart-clusters", 100, "clusters in the hub restart report (a multiple of 5)")
+	hubRestartClusters  = flag.Int("hub-restart-clusters", 100, "clusters in the hub restart report (a multiple of 5, at least 15: a failed cluster's bindings move within its region)")
+	hubRestartSettle    = flag.Duration("hub-restart-settle", 2*time.Minute, "how long the first hub must go without a write before the restarts (held statuses come out late)")
+	hubRestartLogs      = flag.String("hub-restart-logs", "", "directory for the hub processes' logs (a temporary one if empty)")
 )
 
 // queueSample is one workqueue's series.
@@ -439,8 +443,13 @@ type hubProcess struct {
 
 // startHubProcess runs TestHubRestartChild in a fresh process of this test
 // binary, its log scanned for the controllers' "Caches are synced".
-func startHubProcess(t *testing.T, kubeconfig string) *hubProcess {
+func startHubProcess(t *testing.T, kubeconfig, logPath string) *hubProcess {
 	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logFile.Close() })
 	p := &hubProcess{metrics: testenv.FreeAddr(t), done: make(chan error, 1), synced: map[string]time.Duration{}}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHubRestartChild$", "-test.count=1", "-test.timeout=60m")
 	p.cmd.Env = append(os.Environ(), envHubRestartKubeconfig+"="+kubeconfig, envHubRestartMetrics+"="+p.metrics)
@@ -460,6 +469,7 @@ func startHubProcess(t *testing.T, kubeconfig string) *hubProcess {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			_, _ = fmt.Fprintln(logFile, line)
 			if !strings.Contains(line, "Caches are synced") {
 				continue
 			}
@@ -609,20 +619,52 @@ func TestHubRestartReport(t *testing.T) {
 	go framework.SimulateWorkAgents(ctx, fc, framework.WorkAgentOptions{})
 
 	kubeconfig := env.KubeconfigFor(t, env.Config)
+	logs := *hubRestartLogs
+	if logs == "" {
+		if logs, err = os.MkdirTemp("", "hub-restart-"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var runs []restartRun
-	for _, name := range []string{"first start (settles the filled fleet)", "restart", "restart, a cluster failing"} {
-		p := startHubProcess(t, kubeconfig)
+	for i, name := range []string{"first start (settles the filled fleet)", "restart", "restart, a cluster failing"} {
+		logPath := filepath.Join(logs, fmt.Sprintf("hub-%d.log", i))
+		t.Logf("%s: hub log in %s", name, logPath)
+		p := startHubProcess(t, kubeconfig, logPath)
 		var failure *failureTimeline
 		if strings.Contains(name, "failing") {
 			failure = watchFailure(t, ctx, fc, app.HubMemoryCluster(0), p.started)
 			renewals[app.HubMemoryCluster(0)]()
 			failure.stopped = time.Since(p.started)
 		}
+		var before map[string]statusSnapshot
+		if i > 0 {
+			before = snapshotStatuses(t, ctx, fc)
+		}
 		r := measureCatchUp(t, ctx, name, p, templates, clusters)
 		t.Logf("%s: %+v", name, r)
+		if before != nil {
+			t.Logf("%s: what it rewrote by the time it caught up:\n%s", name, diffStatuses(before, snapshotStatuses(t, ctx, fc), 4))
+		}
 		runs = append(runs, r)
+		if i == 0 {
+			// Statuses held back (an in-flight status waits out a hold)
+			// come out after the queues drain: the fleet is settled once
+			// the hub has gone without a write for a while.
+			last, lastChange := r.totalWrites, time.Now()
+			for time.Since(lastChange) < *hubRestartSettle {
+				time.Sleep(5 * time.Second)
+				s, err := scrapeHub(p.metrics)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, total := s.writesBy(); total != last {
+					last, lastChange = total, time.Now()
+				}
+			}
+			t.Logf("%s: %.0f writes in all, the last %.0f s after the start", name, last, lastChange.Sub(p.started).Seconds())
+		}
 		if failure != nil {
-			failure.wait(t, ctx, 15*time.Minute)
+			failure.wait(t, ctx, 10*time.Minute)
 			after, _ := scrapeHub(p.metrics)
 			writes, _ := after.writesBy()
 			t.Logf("failure handled:\n%s\nhub writes from start to the last binding rescheduled: %v", failure.table(), writes)
@@ -810,4 +852,91 @@ func (f *failureTimeline) tableLocked() string {
 	fmt.Fprintf(&b, "| bindings rescheduled to 2 other clusters (first – last, %d) | %.1f – %.1f s |\n", len(f.rescheduled), rs0.Seconds(), rs1.Seconds())
 	fmt.Fprintf(&b, "order seen: %s\n", strings.Join(f.order, " → "))
 	return b.String()
+}
+
+// statusSnapshot is an object's resourceVersion and status.
+type statusSnapshot struct {
+	rv     string
+	status map[string]any
+}
+
+// snapshotStatuses lists every template and binding, keyed kind/ns/name.
+func snapshotStatuses(t *testing.T, ctx context.Context, fc flotillaclient.Interface) map[string]statusSnapshot {
+	t.Helper()
+	out := map[string]statusSnapshot{}
+	add := func(kind, ns, name, rv string, status any) {
+		raw, _ := json.Marshal(status)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		out[kind+"/"+ns+"/"+name] = statusSnapshot{rv: rv, status: m}
+	}
+	templates, err := fc.WorkV1alpha1().ResourceTemplates("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range templates.Items {
+		add("ResourceTemplate", o.Namespace, o.Name, o.ResourceVersion, o.Status)
+	}
+	bindings, err := fc.WorkV1alpha1().ResourceBindings("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range bindings.Items {
+		add("ResourceBinding", o.Namespace, o.Name, o.ResourceVersion, o.Status)
+	}
+	return out
+}
+
+// diffStatuses counts the objects whose resourceVersion changed, by kind,
+// and shows the status fields that changed for the first few of each.
+func diffStatuses(before, after map[string]statusSnapshot, show int) string {
+	var b strings.Builder
+	changed := map[string]int{}
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a, old := after[k], before[k]
+		if a.rv == old.rv {
+			continue
+		}
+		kind, _, _ := strings.Cut(k, "/")
+		changed[kind]++
+		if changed[kind] > show {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s:\n", k)
+		fields := map[string]bool{}
+		for f := range a.status {
+			fields[f] = true
+		}
+		for f := range old.status {
+			fields[f] = true
+		}
+		names := make([]string, 0, len(fields))
+		for f := range fields {
+			names = append(names, f)
+		}
+		sort.Strings(names)
+		for _, f := range names {
+			o, n := old.status[f], a.status[f]
+			if reflect.DeepEqual(o, n) {
+				continue
+			}
+			oj, _ := json.Marshal(o)
+			nj, _ := json.Marshal(n)
+			fmt.Fprintf(&b, "    status.%s: %s\n      → %s\n", f, truncate(string(oj), 600), truncate(string(nj), 600))
+		}
+	}
+	fmt.Fprintf(&b, "  changed: %v", changed)
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
