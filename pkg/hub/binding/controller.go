@@ -7,6 +7,7 @@
 package binding
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -558,6 +559,9 @@ func sameSpec(a, b workv1alpha1.WorkSpec) bool {
 		return false
 	}
 	for i := range am {
+		if bytes.Equal(am[i].Raw, bm[i].Raw) {
+			continue // the usual case, without decoding both
+		}
 		var av, bv any
 		if json.Unmarshal(am[i].Raw, &av) != nil || json.Unmarshal(bm[i].Raw, &bv) != nil || !apiequality.Semantic.DeepEqual(av, bv) {
 			return false

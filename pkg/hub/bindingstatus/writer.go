@@ -22,6 +22,7 @@ package bindingstatus
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -180,13 +181,30 @@ func (w *Writer) View(stored *workv1alpha1.ResourceBinding) *workv1alpha1.Resour
 	return out
 }
 
-// latest returns written[key] when it is stored's successor: the write
-// the informer has not delivered yet. Callers hold mu.
+// latest returns written[key] when it is newer than stored: a write the
+// informer has not delivered yet. Otherwise it forgets written[key] (the
+// informer's event may have come before the write returned) and returns
+// stored. Callers hold mu.
 func (w *Writer) latest(key string, stored *workv1alpha1.ResourceBinding) *workv1alpha1.ResourceBinding {
-	if b := w.written[key]; b != nil && b.UID == stored.UID && b.ResourceVersion != stored.ResourceVersion && b.Generation >= stored.Generation {
+	b := w.written[key]
+	if b == nil {
+		return stored
+	}
+	if b.UID == stored.UID && newer(b.ResourceVersion, stored.ResourceVersion) {
 		return b
 	}
+	delete(w.written, key)
 	return stored
+}
+
+// newer reports whether resource version a is after b. Resource versions
+// are opaque to clients in general; the apiserver's etcd3 storage makes
+// them increasing integers, and anything else counts as not newer: the
+// cache is used and a stale write only costs a conflict and a retry.
+func newer(a, b string) bool {
+	ai, errA := strconv.ParseUint(a, 10, 64)
+	bi, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && ai > bi
 }
 
 // Write submits author's part of the status of binding (read from the
@@ -240,7 +258,7 @@ func (w *Writer) Observe(binding *workv1alpha1.ResourceBinding) {
 	key := workobjects.Key(binding)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if b := w.written[key]; b == nil || b.UID != binding.UID || b.Generation <= binding.Generation {
+	if b := w.written[key]; b == nil || b.UID != binding.UID || newer(binding.ResourceVersion, b.ResourceVersion) {
 		w.written[key] = binding
 	}
 }
@@ -250,10 +268,12 @@ func (w *Writer) Observe(binding *workv1alpha1.ResourceBinding) {
 // once. So is a binding with a graceful eviction task (a failover of a
 // binding that has not shown a status yet): the graceful eviction
 // controller waits for its schedulerObservedGeneration and its aggregated
-// status, and a failover must not wait for a hold.
+// status, and a failover must not wait for a hold. A binding without a
+// placement (a dependency's, placed by requiredBy) never gets a Scheduled
+// condition: it is written at once too.
 func shown(b *workv1alpha1.ResourceBinding) bool {
 	return meta.FindStatusCondition(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) != nil ||
-		len(b.Spec.GracefulEvictionTasks) > 0
+		len(b.Spec.GracefulEvictionTasks) > 0 || b.Spec.Placement == nil
 }
 
 // due is when h's hold ends. Callers hold mu.

@@ -455,14 +455,15 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	}
 	if held {
 		hold := c.statusHold
-		if meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled) == nil {
+		hubStage := meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled) == nil
+		if hubStage {
 			// The binding shows no status yet: its first one comes when it
 			// settles, or once its agents have been waited for
 			// (bindingstatus); the steps until then are the hub's own and
 			// follow by themselves, so wait as long as bindingstatus does.
 			hold *= maxStatusHoldFactor
 		}
-		if wait := c.holds.wait(key, c.clock.Now(), hold); wait > 0 {
+		if wait := c.holds.wait(key, c.clock.Now(), hold, hubStage); wait > 0 {
 			c.queue.AddAfter(key, wait)
 			return nil
 		}

@@ -79,13 +79,17 @@ type holds struct {
 }
 
 type hold struct {
-	start time.Time
-	d     time.Duration
+	start    time.Time
+	d        time.Duration
+	hubStage bool
 }
 
 // wait starts key's hold at now, lasting d, if none runs, and returns how
 // long the hold still lasts; 0 means it is over and the status is due.
-func (h *holds) wait(key string, now time.Time, d time.Duration) time.Duration {
+// A hold started while the binding was in the hub's stages (hubStage, a
+// longer d) ends at the earlier of its end and start+d once the binding
+// has left them.
+func (h *holds) wait(key string, now time.Time, d time.Duration, hubStage bool) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.of == nil {
@@ -93,8 +97,12 @@ func (h *holds) wait(key string, now time.Time, d time.Duration) time.Duration {
 	}
 	cur, ok := h.of[key]
 	if !ok {
-		h.of[key] = hold{start: now, d: d}
+		h.of[key] = hold{start: now, d: d, hubStage: hubStage}
 		return d
+	}
+	if cur.hubStage && !hubStage {
+		cur.d, cur.hubStage = min(cur.d, d), false
+		h.of[key] = cur
 	}
 	return max(0, cur.start.Add(cur.d).Sub(now))
 }

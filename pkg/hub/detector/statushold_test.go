@@ -77,14 +77,14 @@ func TestHolds(t *testing.T) {
 		{"another template has its own hold", "b", at(4), d},
 		{"after the hold the status is due", "a", at(11), 0},
 	} {
-		if got := h.wait(step.key, step.now, d); got != step.want {
+		if got := h.wait(step.key, step.now, d, false); got != step.want {
 			t.Fatalf("%s: wait = %v, want %v", step.what, got, step.want)
 		}
 	}
 	// Written while still in flight: the next in-flight status of the
 	// burst waits twice as long, and so on up to the cap.
 	h.written("a", at(11), d)
-	if got := h.wait("a", at(12), d); got != 19*time.Second {
+	if got := h.wait("a", at(12), d, false); got != 19*time.Second {
 		t.Fatalf("after one in-flight write: wait = %v, want the rest of a 20s hold (19s)", got)
 	}
 	now := at(31)
@@ -93,12 +93,21 @@ func TestHolds(t *testing.T) {
 		now = now.Add(time.Hour)
 	}
 	h.written("a", now, d)
-	if got := h.wait("a", now, d); got != maxStatusHoldFactor*d {
+	if got := h.wait("a", now, d, false); got != maxStatusHoldFactor*d {
 		t.Fatalf("after many in-flight writes: wait = %v, want the cap %v", got, maxStatusHoldFactor*d)
 	}
 	// Settled: the next burst starts over.
 	h.release("a")
-	if got := h.wait("a", now, d); got != d {
+	if got := h.wait("a", now, d, false); got != d {
 		t.Fatalf("after release: wait = %v, want a new hold %v", got, d)
+	}
+	// A hold begun in the hub's stages (8 holds) ends one hold after its
+	// start once the binding waits for its agents.
+	h.release("a")
+	if got := h.wait("a", now, maxStatusHoldFactor*d, true); got != maxStatusHoldFactor*d {
+		t.Fatalf("hub stage: wait = %v, want %v", got, maxStatusHoldFactor*d)
+	}
+	if got := h.wait("a", now.Add(3*time.Second), d, false); got != d-3*time.Second {
+		t.Fatalf("agent stage after 3s of hub stage: wait = %v, want %v", got, d-3*time.Second)
 	}
 }
