@@ -98,6 +98,10 @@ type held struct {
 	next     int
 	first    time.Time // first held part
 	agentsAt time.Time // first AgentStage part; zero while none
+	// retry: a write of these parts failed; the writer's queue writes them
+	// with backoff, hold or not (their authors see them in View and do not
+	// submit them again).
+	retry bool
 }
 
 // NewWriter returns a Writer that writes through client and reads
@@ -248,7 +252,16 @@ func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBindin
 		return nil
 	}
 	w.mu.Unlock()
-	return w.flush(ctx, key, stored)
+	if err := w.flush(ctx, key, stored); err != nil {
+		w.mu.Lock()
+		if h := w.pending[key]; h != nil {
+			h.retry = true
+		}
+		w.mu.Unlock()
+		w.queue.AddRateLimited(key)
+		return err
+	}
+	return nil
 }
 
 // Observe records binding as returned by a write of its spec or metadata
@@ -311,7 +324,7 @@ func (w *Writer) flushDue(ctx context.Context, key string) error {
 		w.mu.Unlock()
 		return nil
 	}
-	if due := w.due(h); !shown(w.latest(key, stored)) && w.clock.Now().Before(due) {
+	if due := w.due(h); !h.retry && !shown(w.latest(key, stored)) && w.clock.Now().Before(due) {
 		w.mu.Unlock()
 		w.queue.AddAfter(key, due.Sub(w.clock.Now()))
 		return nil

@@ -12,6 +12,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/fake"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -76,7 +77,8 @@ func (e *env) cached(t *testing.T, ok func(*workv1alpha1.ResourceBinding) bool) 
 }
 
 func newBinding() *workv1alpha1.ResourceBinding {
-	return &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "app-deployment", Namespace: "ns", UID: "u1", Generation: 2}}
+	return &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "app-deployment", Namespace: "ns", UID: "u1", Generation: 2},
+		Spec: workv1alpha1.ResourceBindingSpec{Placement: &policyv1alpha1.Placement{}}}
 }
 
 func scheduledPart(message string) Part {
@@ -239,6 +241,20 @@ func TestFailedWriteKeepsThePartsAndLaterPartsReplace(t *testing.T) {
 	}
 }
 
+// A binding without a placement (a dependency's) never gets a Scheduled
+// condition: its status is written at once.
+func TestBindingWithoutPlacementWritesAtOnce(t *testing.T) {
+	b := newBinding()
+	b.Spec.Placement = nil
+	e := newEnv(t, b)
+	if err := e.w.Write(e.ctx, b, "binding", appliedPart(false), AgentStage); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.writes(); n != 1 {
+		t.Fatalf("%d status writes, want 1", n)
+	}
+}
+
 // A part for a binding that was deleted and recreated under the same name
 // is not written onto the new one.
 func TestPartsOfAnotherUIDAreDropped(t *testing.T) {
@@ -251,5 +267,38 @@ func TestPartsOfAnotherUIDAreDropped(t *testing.T) {
 	recreated.UID = "u2"
 	if v := e.w.View(recreated); meta.FindStatusCondition(v.Status.Conditions, workv1alpha1.BindingConditionScheduled) != nil {
 		t.Fatal("the old binding's held part shows on its successor")
+	}
+}
+
+// A failed write is retried by the writer itself, hold or not: the
+// authors read the parts in View and have nothing new to submit.
+func TestFailedWriteIsRetriedByTheWriter(t *testing.T) {
+	b := newBinding()
+	e := newEnv(t, b)
+	if err := e.w.Write(e.ctx, b, "scheduler", scheduledPart("placed"), HubStage); err != nil {
+		t.Fatal(err)
+	}
+	fail := true
+	e.client.PrependReactor("update", "resourcebindings", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail {
+			return true, nil, errors.New("conflict")
+		}
+		return false, nil, nil
+	})
+	if err := e.w.Write(e.ctx, b, "binding", appliedPart(true), Settled); err == nil {
+		t.Fatal("want the write's error")
+	}
+	if e.w.queue.NumRequeues("ns/app-deployment") == 0 {
+		t.Fatal("the failed write was not queued for a retry")
+	}
+	fail = false
+	// The queue's retry, before any hold would end.
+	if err := e.w.flushDue(e.ctx, "ns/app-deployment"); err != nil {
+		t.Fatal(err)
+	}
+	got := e.stored(t)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, workv1alpha1.BindingConditionScheduled) ||
+		!meta.IsStatusConditionTrue(got.Status.Conditions, workv1alpha1.BindingConditionFullyApplied) {
+		t.Fatalf("the retry did not write both parts: %+v", got.Status.Conditions)
 	}
 }
