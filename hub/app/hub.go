@@ -62,6 +62,7 @@ type Options struct {
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
 	MetricsBindAddress     string
+	EnableProfiling        bool
 	HealthProbeBindAddress string
 	LeaderElection         cmdutil.LeaderElectionOptions
 
@@ -136,6 +137,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to the host cluster's apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to the host cluster's apiserver.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
+	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling, "Serve Go's /debug/pprof/ on the metrics address (unauthenticated: keep it off where that address is reachable).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
 	o.LeaderElection.AddFlags(fs, "hub replica", "host cluster")
 	fs.IntVar(&o.ConcurrentClusterSyncs, "concurrent-cluster-syncs", o.ConcurrentClusterSyncs, "Clusters reconciled in parallel by each cluster controller.")
@@ -248,6 +250,9 @@ func Run(ctx context.Context, opts *Options) error {
 	historyMetrics := failoverhistory.NewMetrics(registry)
 	failbackMetrics := failback.NewMetrics(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
+	if opts.EnableProfiling {
+		health.EnableProfiling()
+	}
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
 	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ type Server struct {
 	healthAddr  string
 	metricsAddr string
 	registry    *prometheus.Registry
+	profiling   bool
 
 	mu      sync.RWMutex
 	checks  map[string]Check
@@ -45,6 +47,12 @@ type Server struct {
 func New(healthAddr, metricsAddr string, registry *prometheus.Registry) *Server {
 	return &Server{healthAddr: healthAddr, metricsAddr: metricsAddr, registry: registry, checks: map[string]Check{}, healthz: map[string]Check{}}
 }
+
+// EnableProfiling serves Go's /debug/pprof/ handlers beside /metrics (as
+// Kubernetes components' --profiling does), to read a heap or CPU profile
+// of a running process. Off unless asked: the metrics address has no
+// authentication.
+func (s *Server) EnableProfiling() { s.profiling = true }
 
 // AddReadyzCheck registers a named readiness check.
 func (s *Server) AddReadyzCheck(name string, check Check) {
@@ -75,6 +83,13 @@ func (s *Server) register(mux *http.ServeMux, health, metrics bool) {
 	}
 	if metrics {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		if s.profiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 	}
 }
 

@@ -70,3 +70,15 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Fatalf("Run on a busy address = %v, want an error naming %s", err, addr)
 	}
 }
+
+// /debug/pprof/ is served only when profiling is enabled.
+func TestProfilingOnlyWhenEnabled(t *testing.T) {
+	s := New(":0", ":0", prometheus.NewRegistry())
+	if code, _ := get(t, s.Handler(), "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/heap without profiling = %d, want 404", code)
+	}
+	s.EnableProfiling()
+	if code, body := get(t, s.Handler(), "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "heap") {
+		t.Fatalf("/debug/pprof/ with profiling = %d %q", code, body)
+	}
+}
