@@ -59,19 +59,45 @@ func TestWritesPerTemplateReport(t *testing.T) {
 		r.templates, r.clusters, r.propagated.Round(time.Millisecond), r.table())
 }
 
-// Once every template is fully applied, the detector has made at most two
-// writes per template: the binding's create and one template status (the
-// statuses it would mirror from the binding on its way there are held
-// back). A count, not a timing: the hold is set long enough for any machine.
-func TestDetectorWritesPerTemplate(t *testing.T) {
+// Once every template is fully applied (2 clusters each), the hub has made
+// at most six writes per template on the path: the detector's binding
+// create and one template status, the scheduler's placement, the binding
+// controller's two Works, and one binding status (the scheduler's
+// condition and the binding controller's status together, bindingstatus);
+// no Event for a routine step. A count, not a timing: the holds are set
+// long enough for any machine, so an in-flight status is never due.
+func TestHubWritesPerTemplate(t *testing.T) {
 	t.Parallel()
-	r := measureWrites(t, 4, 20, func(o *app.Options) { o.TemplateStatusHold = 2 * time.Minute })
+	r := measureWrites(t, 4, 20, func(o *app.Options) {
+		o.TemplateStatusHold, o.BindingStatusHold = 2*time.Minute, 2*time.Minute
+	})
 	t.Logf("writes per template:\n%s", r.table())
-	if got := r.perTemplate("detector"); got > 2 {
-		t.Errorf("detector writes per template = %.2f, want ≤ 2 (binding create + one template status)", got)
+	for _, c := range []struct {
+		client string
+		max    float64
+		what   string
+	}{
+		{"detector", 2, "binding create + one template status"},
+		{"scheduler", 1, "the placement; its condition goes with the binding status"},
+		{"binding", 2, "a Work per cluster, no status"},
+		{"binding-status", 1, "one binding status"},
+		{"events", 0, "no Event for a routine step"},
+	} {
+		if got := r.perTemplate(c.client); got > c.max {
+			t.Errorf("%s writes per template = %.2f, want ≤ %v (%s)", c.client, got, c.max, c.what)
+		}
 	}
-	if got := r.eventsByReason["ApplyPolicySucceed"]; got != 0 {
-		t.Errorf("%d ApplyPolicySucceed events for %d new templates, want none (a routine step)", got, r.templates)
+	var path float64
+	for _, c := range []string{"detector", "scheduler", "binding", "binding-status", "events"} {
+		path += r.perTemplate(c)
+	}
+	if path > 6 {
+		t.Errorf("hub writes per template on the path = %.2f, want ≤ 6", path)
+	}
+	for reason, n := range r.eventsByReason {
+		if reason == "ResourceTemplate/ApplyPolicySucceed" || reason == "ResourceBinding/ScheduleBindingSucceed" || reason == "ResourceBinding/ApplyPolicySucceed" {
+			t.Errorf("%d %s events for %d new templates, want none (a routine step)", n, reason, r.templates)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -99,6 +100,10 @@ type Controller struct {
 	bindingIndexers  []cache.Indexer
 	synced           []cache.InformerSynced
 	queue            workqueue.TypedRateLimitingInterface[string]
+	// created holds the keys of Works created and not yet in the cache: a
+	// sync in between takes them as made (a second create would be a
+	// conflict, one write more per Work).
+	created sync.Map
 	// workApplyClusters are the clusters with works_not_applied series
 	// (only updateWorkApplyMetrics' goroutine touches it).
 	workApplyClusters map[string]bool
@@ -144,6 +149,11 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		_, _ = inf.AddEventHandler(all)
 	}
 	_, _ = works.Informer().AddEventHandler(handler(c.enqueueWorkBinding))
+	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if w, ok := obj.(*workv1alpha1.Work); ok {
+			c.created.Delete(w.Namespace + "/" + w.Name)
+		}
+	}})
 	templateChanged := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -507,12 +517,17 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (b
 		return false, err
 	}
 	if !exists {
+		key := want.Namespace + "/" + want.Name
+		if spec, ok := c.created.Load(key); ok && sameSpec(spec.(workv1alpha1.WorkSpec), want.Spec) {
+			return true, nil // made by us a moment ago; its event brings us back
+		}
 		if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return false, nil // the cache is behind; the Work's event brings us back
 			}
 			return false, err
 		}
+		c.created.Store(key, want.Spec)
 		c.count("create")
 		return true, nil
 	}
