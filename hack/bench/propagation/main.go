@@ -146,6 +146,14 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 	for i := range names {
 		names[i] = fmt.Sprintf("pbench-%03d", i)
 	}
+	// A previous run's clusters may still be going (their finalizers);
+	// creating over them would fail and leave the fleet short.
+	if err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := fc.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{LabelSelector: benchLabel + "=" + benchValue, Limit: 1})
+		return err == nil && len(list.Items) == 0, nil
+	}); err != nil {
+		return fmt.Errorf("a previous run's clusters are still there: %w", err)
+	}
 	start := time.Now()
 	benchutil.Parallel(names, 20, func(name string) {
 		var i int
