@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -532,11 +533,17 @@ func cleanup(kc kubernetes.Interface, fc flotillaclient.Interface, clusters, tem
 	})
 	release := []byte(`{"metadata":{"finalizers":null}}`)
 	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		// Until the Works are gone too: a binding goes once it has asked
+		// for its Works' deletion, and a Work left with its finalizer holds
+		// its cluster's namespace (and so the next run's cluster) forever.
+		var worksLeft atomic.Int64
 		benchutil.Parallel(clusters, 10, func(c string) {
 			list, err := fc.WorkV1alpha1().Works("flotilla-es-"+c).List(ctx, metav1.ListOptions{})
 			if err != nil {
+				worksLeft.Add(1)
 				return
 			}
+			worksLeft.Add(int64(len(list.Items)))
 			for _, w := range list.Items {
 				if w.DeletionTimestamp != nil && len(w.Finalizers) > 0 {
 					_, _ = fc.WorkV1alpha1().Works(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, release, metav1.PatchOptions{})
@@ -544,10 +551,10 @@ func cleanup(kc kubernetes.Interface, fc flotillaclient.Interface, clusters, tem
 			}
 		})
 		left, err := fc.WorkV1alpha1().ResourceBindings(namespace).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil && len(left.Items) == 0, nil
+		return err == nil && len(left.Items) == 0 && worksLeft.Load() == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("bindings not gone: %w", err)
+		return fmt.Errorf("bindings or Works not gone: %w", err)
 	}
 	if err := fc.PolicyV1alpha1().PropagationPolicies(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
