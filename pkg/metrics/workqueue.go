@@ -50,7 +50,8 @@ var (
 // at init, as component-base does: before any queue exists, and before the
 // init of a library that sets its own (controller-runtime's, linked into
 // every envtest binary, comes later in Go's init order: sigs.k8s.io sorts
-// after github.com; TestWorkqueueMetricsReachTheRegistry in hub/app guards it).
+// after github.com; hub/app's TestHubRestartWritesNothing, which waits on
+// the hub's queue series, fails if another provider wins).
 func init() {
 	workqueue.SetProvider(workqueueProvider{})
 }
