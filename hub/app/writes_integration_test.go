@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -245,23 +244,7 @@ func measureWrites(t *testing.T, clusters, templates int, tune func(*app.Options
 		t.FailNow()
 	}
 
-	var applied int
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := fc.WorkV1alpha1().ResourceTemplates(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		applied = 0
-		for _, rt := range list.Items {
-			if meta.IsStatusConditionTrue(rt.Status.Conditions, workv1alpha1.BindingConditionFullyApplied) && len(rt.Status.Clusters) == 2 {
-				applied++
-			}
-		}
-		return applied == templates, nil
-	})
-	if err != nil {
-		t.Fatalf("%d of %d templates FullyApplied: %v", applied, templates, err)
-	}
+	waitTemplatesFullyApplied(t, ctx, fc, ns, templates, 20*time.Minute)
 	propagated := time.Since(start)
 	// Writes still under way (e.g. Events being sent) count too: wait until
 	// two scrapes a few seconds apart agree.
