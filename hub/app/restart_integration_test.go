@@ -288,9 +288,12 @@ func TestHubRestartWritesNothing(t *testing.T) {
 	waitTemplatesFullyApplied(t, ctx, fc, "default", templates, 5*time.Minute)
 	// Settled: the first hub has gone quiet (nothing queued, no write for
 	// a few seconds).
-	settled, _, err := waitCaughtUp(ctx, first, queues, nil, nil, 3*time.Second)
+	settleCtx, settleCancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer settleCancel()
+	settled, _, err := waitCaughtUp(settleCtx, first, queues, nil, nil, 3*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		last, _ := scrapeHub(queues)
+		t.Fatalf("the first hub did not settle: %v; queues %+v", err, last.queues)
 	}
 	_, firstWrites := settled.writesBy()
 	t.Logf("first hub: %.0f writes to settle %d templates", firstWrites, templates)

@@ -149,11 +149,15 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		_, _ = inf.AddEventHandler(all)
 	}
 	_, _ = works.Informer().AddEventHandler(handler(c.enqueueWorkBinding))
-	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+	forgetCreated := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
 		if w, ok := obj.(*workv1alpha1.Work); ok {
 			c.created.Delete(w.Namespace + "/" + w.Name)
 		}
-	}})
+	}
+	_, _ = works.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: forgetCreated, DeleteFunc: forgetCreated})
 	templateChanged := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -521,13 +525,16 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (b
 		if spec, ok := c.created.Load(key); ok && sameSpec(spec.(workv1alpha1.WorkSpec), want.Spec) {
 			return true, nil // made by us a moment ago; its event brings us back
 		}
+		// Recorded before the create: its Add event, which forgets it, can
+		// come before Create returns.
+		c.created.Store(key, want.Spec)
 		if _, err := c.client.WorkV1alpha1().Works(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			c.created.Delete(key)
 			if apierrors.IsAlreadyExists(err) {
 				return false, nil // the cache is behind; the Work's event brings us back
 			}
 			return false, err
 		}
-		c.created.Store(key, want.Spec)
 		c.count("create")
 		return true, nil
 	}
