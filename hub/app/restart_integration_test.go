@@ -52,7 +52,6 @@ import (
 	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hub/app"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -341,19 +340,7 @@ func TestHubRestartWritesNothing(t *testing.T) {
 // clusters) and n of its Deployment templates in ns.
 func createWritesTemplates(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns string, n int) {
 	t.Helper()
-	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "writes", Namespace: ns},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment",
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "writes"}}}},
-			Placement: policyv1alpha1.Placement{
-				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster,
-					MinGroups: 2, MaxGroups: 2}},
-				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
-					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted},
-			}}}
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWritesPolicy(t, ctx, fc, ns)
 	for i := range n {
 		name := fmt.Sprintf("app-%05d", i)
 		raw, _ := json.Marshal(writesDeployment(name))

@@ -100,6 +100,26 @@ func TestHubWritesPerTemplate(t *testing.T) {
 	}
 }
 
+// createWritesPolicy makes the writes harness's PropagationPolicy in ns:
+// Deployments labelled bench=writes, Divided over 2 clusters (as
+// hack/bench/propagation's).
+func createWritesPolicy(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns string) {
+	t.Helper()
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "writes", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "writes"}}}},
+			Placement: policyv1alpha1.Placement{
+				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster,
+					MinGroups: 2, MaxGroups: 2}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
+					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted},
+			}}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writesResult is what measureWrites saw.
 type writesResult struct {
 	clusters, templates int
@@ -199,19 +219,7 @@ func measureWrites(t *testing.T, clusters, templates int, tune func(*app.Options
 	go framework.SimulateWorkAgents(ctx, fc, framework.WorkAgentOptions{})
 
 	ns := "default"
-	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "writes", Namespace: ns},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment",
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "writes"}}}},
-			Placement: policyv1alpha1.Placement{
-				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster,
-					MinGroups: 2, MaxGroups: 2}},
-				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
-					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted},
-			}}}
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWritesPolicy(t, ctx, fc, ns)
 	// The detector sees the policy before the first template.
 	time.Sleep(time.Second)
 	before := scrapeHubWrites(t, metricsAddr)
