@@ -11,13 +11,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -197,23 +200,54 @@ func (b *Bindings) Update(ctx context.Context, rb *workv1alpha1.ResourceBinding)
 	return b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).Update(ctx, rb, metav1.UpdateOptions{})
 }
 
-// UpdateStatus writes a binding's status.
-func (b *Bindings) UpdateStatus(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
-	_, err := b.UpdateStatusReturning(ctx, rb)
-	return err
-}
-
-// UpdateStatusReturning writes a binding's status and returns what was
+// PatchStatus writes the difference between base's status and
+// updated's as a JSON merge patch of the status subresource, guarded by
+// base's resourceVersion (a conflict, as an Update would get, when the
+// stored binding moved on), and returns what was stored. It writes nothing
+// and returns base when the statuses are equal.
+//
+// A patch, not an UpdateStatus: the hub caches bindings without
+// status.schedulingDecision (cachetransform.Strip), and a status written
+// whole from the cache would erase it. A field neither side has is left as
 // stored.
-func (b *Bindings) UpdateStatusReturning(ctx context.Context, rb *workv1alpha1.ResourceBinding) (*workv1alpha1.ResourceBinding, error) {
-	if rb.Namespace == "" {
-		out, err := b.Client.WorkV1alpha1().ClusterResourceBindings().UpdateStatus(ctx, toClusterBinding(rb), metav1.UpdateOptions{})
+func (b *Bindings) PatchStatus(ctx context.Context, base, updated *workv1alpha1.ResourceBinding) (*workv1alpha1.ResourceBinding, error) {
+	data, err := statusMergePatch(base, updated)
+	if err != nil || data == nil {
+		return base, err
+	}
+	if base.Namespace == "" {
+		out, err := b.Client.WorkV1alpha1().ClusterResourceBindings().Patch(ctx, base.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
 		if err != nil {
 			return nil, err
 		}
 		return FromClusterBinding(out), nil
 	}
-	return b.Client.WorkV1alpha1().ResourceBindings(rb.Namespace).UpdateStatus(ctx, rb, metav1.UpdateOptions{})
+	return b.Client.WorkV1alpha1().ResourceBindings(base.Namespace).Patch(ctx, base.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+}
+
+// statusMergePatch is the merge patch from base's status to updated's,
+// with base's resourceVersion as the precondition; nil when they are
+// equal.
+func statusMergePatch(base, updated *workv1alpha1.ResourceBinding) ([]byte, error) {
+	from, err := json.Marshal(base.Status)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(updated.Status)
+	if err != nil {
+		return nil, err
+	}
+	diff, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return nil, err
+	}
+	if string(diff) == "{}" {
+		return nil, nil
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": base.ResourceVersion},
+		"status":   json.RawMessage(diff),
+	})
 }
 
 // Delete deletes a binding.

@@ -296,7 +296,7 @@ func (c *Controller) setHeld(ctx context.Context, binding *workv1alpha1.Resource
 	}
 	updated := binding.DeepCopy()
 	meta.SetStatusCondition(&updated.Status.Conditions, cond)
-	if err := c.bindings.UpdateStatus(ctx, updated); err != nil {
+	if _, err := c.bindings.PatchStatus(ctx, binding, updated); err != nil {
 		return false, err
 	}
 	klog.FromContext(ctx).Info("Application failover "+map[bool]string{true: "held", false: "released"}[held], "binding", klog.KObj(binding), "reason", cond.Reason)

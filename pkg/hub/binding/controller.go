@@ -7,7 +7,6 @@
 package binding
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -43,6 +42,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
+	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
@@ -573,19 +573,16 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (b
 	return true, nil
 }
 
-// sameSpec compares Work specs with the manifests compared as JSON values:
-// the apiserver may store the same manifest with different bytes.
+// sameSpec compares Work specs with the manifests compared as JSON values
+// (the apiserver may store the same manifest with different bytes); a
+// cached Work's manifests are digests (cachetransform.DigestManifests).
 func sameSpec(a, b workv1alpha1.WorkSpec) bool {
 	am, bm := a.Workload.Manifests, b.Workload.Manifests
 	if len(am) != len(bm) {
 		return false
 	}
 	for i := range am {
-		if bytes.Equal(am[i].Raw, bm[i].Raw) {
-			continue // the usual case, without decoding both
-		}
-		var av, bv any
-		if json.Unmarshal(am[i].Raw, &av) != nil || json.Unmarshal(bm[i].Raw, &bv) != nil || !apiequality.Semantic.DeepEqual(av, bv) {
+		if !cachetransform.SameManifest(am[i].Raw, bm[i].Raw) {
 			return false
 		}
 	}

@@ -352,11 +352,16 @@ func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.Res
 	w.mu.Unlock()
 
 	if !apiequality.Semantic.DeepEqual(updated.Status, base.Status) {
-		out, err := w.bindings.UpdateStatusReturning(ctx, updated)
+		out, err := w.bindings.PatchStatus(ctx, base, updated)
 		if err != nil {
 			return err
 		}
 		klog.FromContext(ctx).V(4).Info("Wrote binding status", "binding", key, "parts", len(carried))
+		if out != base {
+			// Kept as the cache keeps bindings (cachetransform.Strip),
+			// until the cache catches up with it.
+			out.ManagedFields, out.Status.SchedulingDecision = nil, nil
+		}
 		w.mu.Lock()
 		w.written[key] = out
 		w.mu.Unlock()

@@ -45,7 +45,7 @@ func newEnv(t *testing.T, b *workv1alpha1.ResourceBinding) *env {
 func (e *env) writes() int {
 	n := 0
 	for _, a := range e.client.Actions() {
-		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
 			n++
 		}
 	}
@@ -215,7 +215,7 @@ func TestFailedWriteKeepsThePartsAndLaterPartsReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail := true
-	e.client.PrependReactor("update", "resourcebindings", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.client.PrependReactor("patch", "resourcebindings", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if fail {
 			return true, nil, errors.New("apiserver unavailable")
 		}
@@ -279,7 +279,7 @@ func TestFailedWriteIsRetriedByTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail := true
-	e.client.PrependReactor("update", "resourcebindings", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.client.PrependReactor("patch", "resourcebindings", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if fail {
 			return true, nil, errors.New("conflict")
 		}

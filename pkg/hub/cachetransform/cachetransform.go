@@ -15,9 +15,11 @@ import (
 const AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Strip is the hub informers' cache.TransformFunc. It drops from every
-// object metadata.managedFields, and from templates the kubectl
-// last-applied annotation. It changes the object in place (client-go hands
-// the transform a freshly decoded object) and is idempotent.
+// object metadata.managedFields, from templates the kubectl last-applied
+// annotation, from bindings status.schedulingDecision, and from Works their
+// manifests, which it replaces by a digest (see DigestManifests). It
+// changes the object in place (client-go hands the transform a freshly
+// decoded object) and is idempotent.
 //
 // Why this is safe for the hub's writes:
 //   - managedFields: an Update or UpdateStatus whose object has no
@@ -27,10 +29,19 @@ const AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 //     status subresource ignores metadata). A controller that ever Updates a
 //     template from the cache must patch instead, or it would erase the
 //     annotation and break the user's next `kubectl apply`.
+//   - schedulingDecision (up to 128 verdicts, most of a binding's size at
+//     fleet scale): the hub writes binding statuses only as merge patches of
+//     what changed (workobjects.Bindings.PatchStatus), which keep a field the
+//     patch does not name; the scheduler's patch carries a new decision
+//     whole. Binding Updates go to the main resource, which ignores status.
+//   - Work manifests (a second copy of every template per target cluster):
+//     the binding controller compares a digest and writes a Work's spec
+//     whole from what it renders, never from the cache.
 //
-// Nothing in the hub reads either from the cache: the binding controller
-// cleans managedFields out of the manifest it renders, which is inside
-// spec.manifest and not touched here.
+// Nothing in the hub reads any of these from the cache: the binding
+// controller cleans managedFields out of the manifest it renders, which is
+// inside spec.manifest and not touched here, and `kubectl flotilla explain`
+// reads the decision from the apiserver.
 func Strip(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -39,7 +50,13 @@ func Strip(obj any) (any, error) {
 		return obj, nil
 	}
 	m.SetManagedFields(nil)
-	switch obj.(type) {
+	switch o := obj.(type) {
+	case *workv1alpha1.ResourceBinding:
+		o.Status.SchedulingDecision = nil
+	case *workv1alpha1.ClusterResourceBinding:
+		o.Status.SchedulingDecision = nil
+	case *workv1alpha1.Work:
+		DigestManifests(o.Spec.Workload.Manifests)
 	case *workv1alpha1.ResourceTemplate, *workv1alpha1.ClusterResourceTemplate:
 		if a := m.GetAnnotations(); a != nil {
 			if _, ok := a[AnnotationLastApplied]; ok {

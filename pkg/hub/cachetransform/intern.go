@@ -83,15 +83,6 @@ func internBinding(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.
 	internTargets(spec.Clusters)
 	internConditions(status.Conditions)
 	internAggregated(status.AggregatedStatus)
-	if d := status.SchedulingDecision; d != nil {
-		for i := range d.Clusters {
-			c := &d.Clusters[i]
-			c.ClusterName, c.Reason, c.Message = intern(c.ClusterName), intern(c.Reason), intern(c.Message)
-		}
-		for i := range d.FilteredCounts {
-			d.FilteredCounts[i].Reason = intern(d.FilteredCounts[i].Reason)
-		}
-	}
 }
 
 func internTemplateStatus(s *workv1alpha1.ResourceTemplateStatus) {

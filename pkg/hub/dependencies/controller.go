@@ -394,7 +394,7 @@ func (c *Controller) setCondition(ctx context.Context, binding *workv1alpha1.Res
 	if apiequality.Semantic.DeepEqual(updated.Status, binding.Status) {
 		return nil
 	}
-	if _, err := c.client.WorkV1alpha1().ResourceBindings(binding.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := (&workobjects.Bindings{Client: c.client}).PatchStatus(ctx, binding, updated); err != nil {
 		return err
 	}
 	if !active || c.opts.Recorder == nil {

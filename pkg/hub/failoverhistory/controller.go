@@ -173,7 +173,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	updated := binding.DeepCopy()
 	updated.Status.FailoverHistory = history
-	if err := c.bindings.UpdateStatus(ctx, updated); err != nil {
+	if _, err := c.bindings.PatchStatus(ctx, binding, updated); err != nil {
 		return err
 	}
 	c.report(ctx, binding, old, history, Measure(binding, oldCopies), now)
