@@ -412,7 +412,7 @@ func TestFailoverHistorySurvivesHubRestart(t *testing.T) {
 		name string
 		max  int
 	}{{`flotilla_hub_failover_duration_seconds_count{reason="TaintUntolerated"}`, 1},
-		{`flotilla_api_requests_total{client="failover-history",code="200",method="PUT"}`, 2}} {
+		{`flotilla_api_requests_total{client="failover-history",code="200",method="PATCH"}`, 2}} {
 		waitUntil(t, fmt.Sprintf("%s in 1..%d", series.name, series.max), func() (bool, error) {
 			resp, err := http.Get("http://" + metricsAddr + "/metrics")
 			if err != nil {

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,6 +134,12 @@ func decide(in Input, placement *policyv1alpha1.Placement, out *termOutcome, tri
 		c := feasible[cl.Name]
 		reason, msg := words.unselected(c)
 		d.Clusters = append(d.Clusters, workv1alpha1.ClusterDecision{ClusterName: cl.Name, Score: scorePtr(c), Reason: reason, Message: msg})
+	}
+	// The same sentences recur across a fleet's bindings (every cluster a
+	// spread left out says the same), and the hub holds a decision until
+	// the binding's status is written: one copy of each.
+	for i := range d.Clusters {
+		d.Clusters[i].Message = unique.Make(d.Clusters[i].Message).Value()
 	}
 	return d
 }
