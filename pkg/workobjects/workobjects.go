@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -95,6 +96,37 @@ func Object(t *workv1alpha1.ResourceTemplate) (*unstructured.Unstructured, error
 		obj.SetNamespace(t.Namespace)
 	}
 	return obj, nil
+}
+
+// ObjectIdentity is what names a template's embedded object.
+type ObjectIdentity struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"metadata"`
+}
+
+// Identity returns the identity of the template's embedded object, its
+// namespace defaulted as Object does, without decoding the rest of it
+// (an index function runs it on every event of every template).
+func Identity(t *workv1alpha1.ResourceTemplate) (ObjectIdentity, error) {
+	var id ObjectIdentity
+	if len(t.Spec.Manifest.Raw) == 0 {
+		return id, fmt.Errorf("spec.manifest is empty")
+	}
+	// Case-sensitive, as the apiserver and unstructured decode.
+	if err := utiljson.Unmarshal(t.Spec.Manifest.Raw, &id); err != nil {
+		return id, fmt.Errorf("spec.manifest is not a Kubernetes object: %w", err)
+	}
+	if id.Kind == "" {
+		return id, fmt.Errorf("spec.manifest is not a Kubernetes object: it has no kind")
+	}
+	if t.Namespace != "" && id.Metadata.Namespace == "" {
+		id.Metadata.Namespace = t.Namespace
+	}
+	return id, nil
 }
 
 // FromClusterTemplate views a ClusterResourceTemplate as a ResourceTemplate

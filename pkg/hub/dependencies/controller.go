@@ -119,11 +119,11 @@ func embeddedObjectKey(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	o, err := workobjects.Object(t)
+	id, err := workobjects.Identity(t)
 	if err != nil {
 		return nil, nil
 	}
-	return []string{objectKey(t.Namespace, o.GetAPIVersion(), o.GetKind(), o.GetName())}, nil
+	return []string{objectKey(t.Namespace, id.APIVersion, id.Kind, id.Metadata.Name)}, nil
 }
 
 func objectKey(ns, apiVersion, kind, name string) string {
