@@ -111,6 +111,8 @@ func Run(ctx context.Context, opts *Options) error {
 
 	registry := metrics.NewRegistry("agent")
 	metrics.RegisterRESTClientMetrics(registry)
+	// The Work queue's depth, latency and retries (workqueue_*{name="work"}).
+	metrics.RegisterWorkqueueMetrics(registry)
 	m := agentmetrics.New(registry)
 	server := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
 	server.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))

@@ -596,6 +596,10 @@ func TestWorkRefusesWhatItsSourceMayNotProduce(t *testing.T) {
 		}
 		return true
 	})
+	// The Work queue is on /metrics too.
+	if n := metricValue(t, f.metrics, `workqueue_adds_total{name="work"}`); n < 1 {
+		t.Errorf(`workqueue_adds_total{name="work"} = %v, want the Works synced`, n)
+	}
 	// No hot loop: a refused manifest waits for the Work to change (a
 	// failed one would be retried after 1s, 2s, 4s ...).
 	refusedApplies := `flotilla_agent_manifest_applies_total{result="Refused"}`
