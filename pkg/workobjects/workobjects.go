@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -276,10 +277,54 @@ func statusMergePatch(base, updated *workv1alpha1.ResourceBinding) ([]byte, erro
 	if string(diff) == "{}" {
 		return nil, nil
 	}
+	if d := updated.Status.SchedulingDecision; d != nil && base.Status.SchedulingDecision == nil {
+		// A decision the base does not show (the cache drops it) replaces
+		// the stored one whole: a merge patch merges objects, which would
+		// keep an old decision's fields the new one leaves empty
+		// (affinityName, filteredCounts, omittedClusters).
+		var status map[string]any
+		if err := json.Unmarshal(diff, &status); err != nil {
+			return nil, err
+		}
+		if status["schedulingDecision"], err = wholeObject(d); err != nil {
+			return nil, err
+		}
+		if diff, err = json.Marshal(status); err != nil {
+			return nil, err
+		}
+	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": base.ResourceVersion},
 		"status":   json.RawMessage(diff),
 	})
+}
+
+// wholeObject is v (a struct) as a merge patch value that replaces the
+// stored object rather than merging into it: every JSON field of v's type
+// that v leaves out is null.
+func wholeObject(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(v)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if _, ok := out[name]; !ok {
+			out[name] = nil
+		}
+	}
+	return out, nil
 }
 
 // Delete deletes a binding.

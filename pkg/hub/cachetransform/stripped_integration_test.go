@@ -35,7 +35,8 @@ func TestWritesFromCacheWithoutDecisionsAndManifests(t *testing.T) {
 		}
 	}
 	score := int32(100)
-	decision := &workv1alpha1.SchedulingDecision{DecidedTime: metav1.Now(), Clusters: []workv1alpha1.ClusterDecision{
+	decision := &workv1alpha1.SchedulingDecision{DecidedTime: metav1.Now(), AffinityName: "primary", OmittedClusters: 3,
+		FilteredCounts: []workv1alpha1.FilterCount{{Reason: "TaintUntolerated", Count: 1}}, Clusters: []workv1alpha1.ClusterDecision{
 		{ClusterName: "m1", Selected: true, Score: &score, Reason: "Selected"},
 		{ClusterName: "m2", Reason: "TaintUntolerated", Message: "taint maintenance=kernel:NoSchedule"},
 	}}
@@ -135,8 +136,11 @@ func TestWritesFromCacheWithoutDecisionsAndManifests(t *testing.T) {
 		if out, err = bindings.PatchStatus(ctx, base, newer); err != nil {
 			t.Fatal(err)
 		}
-		if d := out.Status.SchedulingDecision; d == nil || len(d.Clusters) != 1 || d.Clusters[0].ClusterName != "m3" {
-			t.Errorf("%s: decision after a new one = %+v", key, d)
+		// Whole: none of the old decision's fields the new one leaves
+		// empty survive (a merge patch would merge the two objects).
+		if d := out.Status.SchedulingDecision; d == nil || len(d.Clusters) != 1 || d.Clusters[0].ClusterName != "m3" ||
+			d.AffinityName != "" || d.FilteredCounts != nil || d.OmittedClusters != 0 {
+			t.Errorf("%s: decision after a new one = %+v, want only the new one", key, d)
 		}
 	}
 
