@@ -37,9 +37,9 @@ func TestWritesFromCacheWithoutDecisionsAndManifests(t *testing.T) {
 	score := int32(100)
 	decision := &workv1alpha1.SchedulingDecision{DecidedTime: metav1.Now(), AffinityName: "primary", OmittedClusters: 3,
 		FilteredCounts: []workv1alpha1.FilterCount{{Reason: "TaintUntolerated", Count: 1}}, Clusters: []workv1alpha1.ClusterDecision{
-		{ClusterName: "m1", Selected: true, Score: &score, Reason: "Selected"},
-		{ClusterName: "m2", Reason: "TaintUntolerated", Message: "taint maintenance=kernel:NoSchedule"},
-	}}
+			{ClusterName: "m1", Selected: true, Score: &score, Reason: "Selected"},
+			{ClusterName: "m2", Reason: "TaintUntolerated", Message: "taint maintenance=kernel:NoSchedule"},
+		}}
 	rb := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "web-deployment", Namespace: "apps"},
 		Spec: workv1alpha1.ResourceBindingSpec{Resource: workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}}}
 	crb := &workv1alpha1.ClusterResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "team-a-namespace"},
