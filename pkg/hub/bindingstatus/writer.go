@@ -39,6 +39,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -358,9 +359,9 @@ func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.Res
 		}
 		klog.FromContext(ctx).V(4).Info("Wrote binding status", "binding", key, "parts", len(carried))
 		if out != base {
-			// Kept as the cache keeps bindings (cachetransform.Strip),
-			// until the cache catches up with it.
-			out.ManagedFields, out.Status.SchedulingDecision = nil, nil
+			// Kept as the cache keeps bindings until the cache catches up
+			// with it (base, when nothing was written, is the cache's own).
+			_, _ = cachetransform.Strip(out)
 		}
 		w.mu.Lock()
 		w.written[key] = out

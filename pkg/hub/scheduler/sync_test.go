@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	k8stesting "k8s.io/client-go/testing"
 	"testing"
 	"time"
 
@@ -23,23 +22,6 @@ import (
 func syncOnce(t *testing.T, binding *workv1alpha1.ResourceBinding, objs ...runtime.Object) ([]string, *workv1alpha1.ResourceBinding) {
 	t.Helper()
 	client := flotillafake.NewSimpleClientset(append(objs, binding)...)
-	// The fake tracker writes the whole object on a status update; the
-	// apiserver writes the status alone (the binding status writer may
-	// start from a cache that has not seen the spec update yet).
-	client.PrependReactor("update", "resourcebindings", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		update, ok := action.(k8stesting.UpdateAction)
-		if !ok || action.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		in := update.GetObject().(*workv1alpha1.ResourceBinding)
-		current, err := client.Tracker().Get(workv1alpha1.SchemeGroupVersion.WithResource("resourcebindings"), in.Namespace, in.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		out := current.(*workv1alpha1.ResourceBinding).DeepCopy()
-		out.Status = in.Status
-		return true, out, client.Tracker().Update(workv1alpha1.SchemeGroupVersion.WithResource("resourcebindings"), out, in.Namespace)
-	})
 	factory := flotillainformers.NewSharedInformerFactory(client, 0)
 	c := NewController(client, factory, Options{EvictionHistoryTTL: 10 * time.Minute,
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))})
