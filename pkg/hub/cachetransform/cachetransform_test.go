@@ -3,16 +3,20 @@ package cachetransform
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillafake "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/fake"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -158,6 +162,9 @@ func TestCompactInterns(t *testing.T) {
 	same("namespace", a.Namespace, b.Namespace)
 	same("finalizer", a.Finalizers[0], b.Finalizers[0])
 	same("annotation value", a.Annotations["work.flotilla.io/cluster"], b.Annotations["work.flotilla.io/cluster"])
+	if reflect.ValueOf(a.Annotations).UnsafePointer() != reflect.ValueOf(b.Annotations).UnsafePointer() {
+		t.Error("equal annotations maps are not shared")
+	}
 	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
 	same("condition message", a.Status.Conditions[0].Message, b.Status.Conditions[0].Message)
 	same("identifier kind", a.Status.ManifestStatuses[0].Identifier.Kind, b.Status.ManifestStatuses[0].Identifier.Kind)
@@ -177,5 +184,95 @@ func TestInternSkipsLongStrings(t *testing.T) {
 	}
 	if intern("") != "" {
 		t.Error(`intern("") != ""`)
+	}
+}
+
+// Objects with equal label or annotation maps share one map; a map with
+// other content, or one past maxInternedValue, gets its own.
+func TestInternMapShares(t *testing.T) {
+	placement := strings.Repeat("p", 450) // the scheduler's placement record
+	fresh := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[string([]byte(kv[i]))] = string([]byte(kv[i+1]))
+		}
+		return m
+	}
+	a := internMap(fresh("policy", "region-4", "placement", placement))
+	b := internMap(fresh("placement", placement, "policy", "region-4"))
+	if reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Error("equal maps are not shared")
+	}
+	if !reflect.DeepEqual(a, fresh("policy", "region-4", "placement", placement)) {
+		t.Errorf("the shared map's content changed: %v", a)
+	}
+	c := internMap(fresh("policy", "region-5", "placement", placement))
+	if reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(c).UnsafePointer() || c["policy"] != "region-5" {
+		t.Errorf("a map with other content was shared: %v", c)
+	}
+	if unsafe.StringData(a["placement"]) != unsafe.StringData(c["placement"]) {
+		t.Error("a long annotation value is not interned")
+	}
+	// The encoding is injective: moving a character from a key to its value
+	// makes another map.
+	d, e := internMap(fresh("ab", "c")), internMap(fresh("a", "bc"))
+	if d["ab"] != "c" || e["a"] != "bc" {
+		t.Errorf("maps with the same concatenation were confused: %v %v", d, e)
+	}
+	huge := strings.Repeat("h", maxInternedValue+1)
+	f, g := internMap(fresh("k", huge)), internMap(fresh("k", huge))
+	if reflect.ValueOf(f).UnsafePointer() == reflect.ValueOf(g).UnsafePointer() {
+		t.Error("a map past maxInternedValue was shared")
+	}
+	if unsafe.StringData(f["k"]) == unsafe.StringData(g["k"]) {
+		t.Error("a value past maxInternedValue was interned")
+	}
+}
+
+// The shared maps are bounded: a tenant's many distinct labels only evict.
+func TestInternMapBounded(t *testing.T) {
+	for i := range maxSharedMaps + 100 {
+		internMap(map[string]string{"tenant": strconv.Itoa(i)})
+	}
+	if n := sharedMaps.Len(); n > maxSharedMaps {
+		t.Errorf("%d shared maps kept, more than %d", n, maxSharedMaps)
+	}
+}
+
+// The bindings of one policy share its placement, and workloads of one
+// shape their replica requirements; other content gets its own, and nothing
+// changes what the binding says.
+func TestCompactSharesBindingSpecParts(t *testing.T) {
+	binding := func(name, region string) *workv1alpha1.ResourceBinding {
+		return &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: workv1alpha1.ResourceBindingSpec{
+				Placement: &policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": region}}}},
+				ReplicaRequirements: &workv1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("100m")}},
+			}}
+	}
+	a, b, c, bare := binding("a", "r1"), binding("b", "r1"), binding("c", "r2"), binding("bare", "")
+	bare.Spec.Placement, bare.Spec.ReplicaRequirements = nil, nil
+	want := []*workv1alpha1.ResourceBinding{a.DeepCopy(), b.DeepCopy(), c.DeepCopy(), bare.DeepCopy()}
+	for i, o := range []*workv1alpha1.ResourceBinding{a, b, c, bare} {
+		if _, err := Compact(o); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(o, want[i]) {
+			t.Errorf("Compact changed binding %s:\n got %+v\nwant %+v", o.Name, o.Spec, want[i].Spec)
+		}
+	}
+	if a.Spec.Placement != b.Spec.Placement {
+		t.Error("equal placements are not shared")
+	}
+	if a.Spec.Placement == c.Spec.Placement {
+		t.Error("another placement was shared")
+	}
+	if a.Spec.ReplicaRequirements != b.Spec.ReplicaRequirements || a.Spec.ReplicaRequirements != c.Spec.ReplicaRequirements {
+		t.Error("equal replica requirements are not shared")
+	}
+	if bare.Spec.Placement != nil || bare.Spec.ReplicaRequirements != nil {
+		t.Error("a binding without placement got one")
 	}
 }
