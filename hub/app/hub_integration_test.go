@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,13 @@ func TestHubBinaryServesAndStopsCleanly(t *testing.T) {
 	}
 	if _, body, err := testenv.HTTPGet(ctx, metrics, "/metrics"); err != nil || !strings.Contains(body, `flotilla_build_info{component="hub"`) {
 		t.Fatalf("/metrics lacks flotilla_build_info for the hub (err %v)", err)
+	}
+	// The binary collects at its own GOGC (hub/main.go: defaultGCPercent)
+	// unless the environment sets one.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		if _, body, err := testenv.HTTPGet(ctx, metrics, "/metrics"); err != nil || !strings.Contains(body, "\ngo_gc_gogc_percent 40\n") {
+			t.Fatalf("/metrics does not show the hub's GOGC of 40 (err %v)", err)
+		}
 	}
 	waitFor(t, "hub leader lease", func() (bool, error) {
 		lease, err := env.Kube.CoordinationV1().Leases("flotilla-system").Get(ctx, "flotilla-hub", metav1.GetOptions{})

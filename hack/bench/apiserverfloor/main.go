@@ -97,9 +97,12 @@ type floor struct {
 	ns        string
 	templates int
 	spread    int
-	statuses  bool     // also writes 8 and 9
-	clusters  []string // cluster names, floor-NNN
-	regions   int
+	statuses  bool // also writes 8 and 9
+	// unselected caps the unselected clusters of a decision (the
+	// scheduler's cap unless lowered to measure what decisions cost).
+	unselected int
+	clusters   []string // cluster names, floor-NNN
+	regions    int
 	// per template: when its first write started, its critical path
 	// (every Work's status) and its last write ended.
 	start, critical, done []time.Time
@@ -123,15 +126,16 @@ func main() {
 	ns := flag.String("namespace", "bench-apiserverfloor", "namespace of the templates and bindings")
 	cleanup := flag.Bool("cleanup", true, "delete everything at the end")
 	statuses := flag.Bool("statuses", true, "also make the status writes 8 and 9 (false: the critical path only)")
+	unselected := flag.Int("unselected", workv1alpha1.MaxUnselectedClusterDecisions, "unselected clusters listed in each binding's scheduling decision (default: the scheduler's cap; lower it to measure what the decision costs)")
 	flag.Parse()
-	err := run(*kubeconfig, *hubContext, *qps, *burst, *workers, *templates, *clusters, *spread, *ns, *cleanup, *statuses)
+	err := run(*kubeconfig, *hubContext, *qps, *burst, *workers, *templates, *clusters, *spread, *ns, *cleanup, *statuses, *unselected)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, clusters, spread int, ns string, cleanup, statuses bool) error {
+func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, clusters, spread int, ns string, cleanup, statuses bool, unselected int) error {
 	regions := min(maxRegions, clusters)
 	if templates < 1 || workers < 1 || clusters < 1 || spread < 1 || spread > clusters/regions {
 		return fmt.Errorf("need --templates, --workers, --clusters >= 1 and 1 <= --spread <= clusters per region (%d)", clusters/max(regions, 1))
@@ -146,7 +150,7 @@ func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	f := &floor{fc: fc, bindings: &workobjects.Bindings{Client: fc}, ns: ns, templates: templates, spread: spread, statuses: statuses, regions: regions,
+	f := &floor{fc: fc, bindings: &workobjects.Bindings{Client: fc}, ns: ns, templates: templates, spread: spread, statuses: statuses, unselected: unselected, regions: regions,
 		start: make([]time.Time, templates), critical: make([]time.Time, templates), done: make([]time.Time, templates)}
 	for k := range kinds {
 		f.lat[k] = make([]time.Duration, templates*f.perTemplate(k))
@@ -389,7 +393,7 @@ func (f *floor) decision(i int, targets []workv1alpha1.TargetCluster) *workv1alp
 	if filtered := len(f.clusters) - len(region); filtered > 0 {
 		d.FilteredCounts = []workv1alpha1.FilterCount{{Reason: workv1alpha1.DecisionClusterAffinityMismatch, Count: int32(filtered)}}
 	}
-	others = others[:min(len(others), workv1alpha1.MaxUnselectedClusterDecisions)]
+	others = others[:min(len(others), f.unselected)]
 	d.Clusters = append(d.Clusters, others...)
 	d.OmittedClusters = int32(len(f.clusters) - len(d.Clusters))
 	return d
