@@ -172,7 +172,7 @@ func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, 
 	}
 
 	rssBefore, cpuBefore := apiserverProcess(ctx, kc)
-	fmt.Fprintf(os.Stderr, "load average before: %s\n", loadAverage())
+	fmt.Fprintf(os.Stderr, "load average before: %s\n", benchutil.LoadAverage())
 	next := atomic.Int64{}
 	t0 := time.Now()
 	progress, stopProgress := context.WithCancel(ctx)
@@ -196,7 +196,7 @@ func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, 
 	wg.Wait()
 	wall := time.Since(t0)
 	stopProgress()
-	fmt.Fprintf(os.Stderr, "load average after: %s\n", loadAverage())
+	fmt.Fprintf(os.Stderr, "load average after: %s\n", benchutil.LoadAverage())
 	rssAfter, cpuAfter := apiserverProcess(context.Background(), kc)
 	f.report(t0, wall, workers)
 	if rssBefore > 0 && rssAfter > 0 {
@@ -679,13 +679,4 @@ func apiserverProcess(ctx context.Context, kc kubernetes.Interface) (rss, cpu fl
 		}
 	}
 	return rss, cpu
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }

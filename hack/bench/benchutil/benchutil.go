@@ -6,6 +6,7 @@ package benchutil
 import (
 	"bufio"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,4 +80,16 @@ func Scrape(addr string) (map[string]float64, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// LoadAverage returns the machine's 1, 5 and 15 minute load averages, or
+// "unknown": the benchmarks print it before and after, since a shared
+// machine skews their numbers.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }

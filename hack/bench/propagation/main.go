@@ -231,7 +231,7 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 		before, _ = benchutil.Scrape(o.hubMetrics)
 		stopSampling = rss.start(ctx, o.hubMetrics, o.sampleInterval)
 	}
-	fmt.Fprintf(os.Stderr, "load average before: %s\n", loadAverage())
+	fmt.Fprintf(os.Stderr, "load average before: %s\n", benchutil.LoadAverage())
 
 	templates := make([]string, o.templates)
 	for i := range templates {
@@ -271,7 +271,7 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 			len(t.placed), len(t.scheduled), len(t.worked), len(t.applied), len(t.fullyApplied))
 		t.mu.Unlock()
 	}
-	fmt.Fprintf(os.Stderr, "load average after: %s\n", loadAverage())
+	fmt.Fprintf(os.Stderr, "load average after: %s\n", benchutil.LoadAverage())
 	var after map[string]float64
 	if o.hubMetrics != "" {
 		after = settledScrape(o.hubMetrics, o.settle)
@@ -359,15 +359,6 @@ func (r *rssSampler) last() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.now
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func deployment(name, region string) map[string]any {
