@@ -55,6 +55,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
@@ -285,6 +286,13 @@ func TestHubRestartWritesNothing(t *testing.T) {
 	go framework.SimulateWorkAgents(ctx, fc, framework.WorkAgentOptions{})
 	createWritesTemplates(t, ctx, fc, "default", templates)
 	waitTemplatesFullyApplied(t, ctx, fc, "default", templates, 5*time.Minute)
+	// The fleet guard publishes its verdict once its watch of that one
+	// ConfigMap has synced; a first hub stopped before then would leave the
+	// create to the restarted one (seen on a loaded machine).
+	waitFor(t, "the fleet guard's ConfigMap", func() (bool, error) {
+		_, err := env.Kube.CoreV1().ConfigMaps(app.NewOptions().LeaderElection.ResourceNamespace).Get(ctx, clustertaint.GuardConfigMapName, metav1.GetOptions{})
+		return err == nil, nil
+	})
 	// Settled: the first hub has gone quiet (nothing queued, no write for
 	// a few seconds).
 	settleCtx, settleCancel := context.WithTimeout(ctx, 3*time.Minute)
