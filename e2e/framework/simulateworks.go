@@ -84,7 +84,7 @@ func SimulateWorkAgents(ctx context.Context, fc flotillaclient.Interface, opts W
 		if last, ok := written.Load(key); ok && last == done {
 			return nil
 		}
-		status, ok := rolledOutStatus(w, metav1.Now())
+		status, ok := RolledOutStatus(w, metav1.Now())
 		if !ok {
 			return nil
 		}
@@ -120,10 +120,10 @@ func SimulateWorkAgents(ctx context.Context, fc flotillaclient.Interface, opts W
 	wg.Wait()
 }
 
-// rolledOutStatus is the status an agent reports for w once every object
+// RolledOutStatus is the status an agent reports for w once every object
 // of it is applied and has rolled out, and false when w's current
 // generation is already reported Applied or w has nothing to apply.
-func rolledOutStatus(w *workv1alpha1.Work, now metav1.Time) (*workv1alpha1.WorkStatus, bool) {
+func RolledOutStatus(w *workv1alpha1.Work, now metav1.Time) (*workv1alpha1.WorkStatus, bool) {
 	manifests := w.Spec.Workload.Manifests
 	if len(manifests) == 0 {
 		return nil, false

@@ -45,7 +45,7 @@ func TestRolledOutStatus(t *testing.T) {
 		{name: "nothing to apply: no write", work: work(1, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, write := rolledOutStatus(tc.work, metav1.Now())
+			status, write := RolledOutStatus(tc.work, metav1.Now())
 			if write != tc.wantWrite {
 				t.Fatalf("write = %v, want %v", write, tc.wantWrite)
 			}

@@ -37,6 +37,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -59,11 +60,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/flotilla-io/flotilla/e2e/framework"
 	"github.com/flotilla-io/flotilla/hack/bench/benchutil"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
-	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/detector"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -158,7 +161,7 @@ func run(kubeconfig, hubContext string, qps float64, burst, workers, templates, 
 	namespaces := []string{ns}
 	for c := range clusters {
 		f.clusters = append(f.clusters, fmt.Sprintf("%s%03d", clusterPrefix, c))
-		namespaces = append(namespaces, "flotilla-es-"+f.clusters[c])
+		namespaces = append(namespaces, clusterlifecycle.Namespace(f.clusters[c]))
 	}
 	for _, n := range namespaces {
 		if err := ensureNamespace(ctx, kc, n); err != nil {
@@ -245,7 +248,7 @@ func (f *floor) template(ctx context.Context, i int) error {
 	f.start[i] = time.Now()
 
 	// 1. The user's template.
-	raw, _ := json.Marshal(deployment(name, region, "", replicas))
+	raw, _ := json.Marshal(benchutil.Deployment(name, region, "", replicas))
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
 		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}}}}
 	if err := f.write(i, templateCreate, 0, tmpl, func() (err error) {
@@ -298,7 +301,8 @@ func (f *floor) template(ctx context.Context, i int) error {
 	// 6.–7. The agents' reports: applied and rolled out. An agent writes
 	// from its own informer's copy: the whole Work, managedFields included.
 	for j, w := range works {
-		w.Status = workStatusOf(w, tmpl.Name, int64(targets[j].Replicas))
+		status, _ := framework.RolledOutStatus(w, metav1.Now())
+		w.Status = *status
 		if err := f.write(i, workStatus, j, w, func() error {
 			_, err := f.fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
 			return err
@@ -315,7 +319,7 @@ func (f *floor) template(ctx context.Context, i int) error {
 	// 8. The binding's status, as the binding controller and the scheduler
 	// leave it, in one merge patch of the status subresource.
 	updated := rb.DeepCopy()
-	updated.Status = bindingStatusOf(rb, f.decision(i, targets))
+	updated.Status = bindingStatusOf(rb, works, f.decision(i, targets))
 	if err := f.write(i, bindingStatus, 0, map[string]any{"metadata": map[string]any{"resourceVersion": rb.ResourceVersion}, "status": updated.Status}, func() error {
 		_, err := f.bindings.PatchStatus(ctx, rb, updated)
 		return err
@@ -399,19 +403,6 @@ func (f *floor) decision(i int, targets []workv1alpha1.TargetCluster) *workv1alp
 	return d
 }
 
-func deployment(name, region, namespace string, replicas int64) map[string]any {
-	labels := map[string]any{"app": name}
-	meta := map[string]any{"name": name, "labels": map[string]any{"app": name, "region": region}}
-	if namespace != "" {
-		meta["namespace"] = namespace
-	}
-	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-		"spec": map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": labels},
-			"template": map[string]any{"metadata": map[string]any{"labels": labels},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "nginx:1.27",
-					"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}}}}}}}
-}
-
 // binding is the detector's new binding of tmpl, selected by the region's
 // policy (as the propagation benchmark's: spread over --spread clusters of
 // the region, Divided by static weights).
@@ -442,9 +433,9 @@ func binding(tmpl *workv1alpha1.ResourceTemplate, region string, spread int) *wo
 // work is the binding controller's Work of rb for target. The hub's also
 // carries the finalizer flotilla.io/execution (a few bytes); left out here.
 func work(rb *workv1alpha1.ResourceBinding, tmpl *workv1alpha1.ResourceTemplate, target workv1alpha1.TargetCluster, region string) *workv1alpha1.Work {
-	raw, _ := json.Marshal(deployment(tmpl.Name, region, tmpl.Namespace, int64(target.Replicas)))
+	raw, _ := json.Marshal(benchutil.Deployment(tmpl.Name, region, tmpl.Namespace, int64(target.Replicas)))
 	return &workv1alpha1.Work{
-		ObjectMeta: metav1.ObjectMeta{Name: workobjects.WorkName(rb.Namespace, rb.Name), Namespace: "flotilla-es-" + target.Name,
+		ObjectMeta: metav1.ObjectMeta{Name: workobjects.WorkName(rb.Namespace, rb.Name), Namespace: clusterlifecycle.Namespace(target.Name),
 			Labels: map[string]string{workobjects.LabelBindingUID: string(rb.UID)},
 			Annotations: map[string]string{workobjects.AnnotationBindingName: rb.Name, workobjects.AnnotationBindingNamespace: rb.Namespace,
 				workobjects.AnnotationCluster: target.Name, workv1alpha1.AnnotationTemplateGeneration: strconv.FormatInt(tmpl.Generation, 10)}},
@@ -453,40 +444,16 @@ func work(rb *workv1alpha1.ResourceBinding, tmpl *workv1alpha1.ResourceTemplate,
 	}
 }
 
-// rolledOut is a Deployment's trimmed status once its replicas are all up
-// (resourceinterpreter.ReflectStatus of the member's object).
-func rolledOut(replicas int64) *runtime.RawExtension {
-	raw, _ := json.Marshal(map[string]int64{"availableReplicas": replicas, "generation": 1, "observedGeneration": 1,
-		"readyReplicas": replicas, "replicas": replicas, "updatedReplicas": replicas})
-	return &runtime.RawExtension{Raw: raw}
-}
-
-// workStatusOf is what the agent reports for w (e2e/framework's simulated
-// agent, as in a real Work).
-func workStatusOf(w *workv1alpha1.Work, name string, replicas int64) workv1alpha1.WorkStatus {
-	now := metav1.Now()
-	return workv1alpha1.WorkStatus{
-		Conditions: []metav1.Condition{
-			{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue, Reason: "AppliedSuccessful", Message: "1 manifests applied",
-				ObservedGeneration: w.Generation, LastTransitionTime: now},
-			{Type: workv1alpha1.WorkConditionAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: "every applied object is healthy",
-				ObservedGeneration: w.Generation, LastTransitionTime: now}},
-		ManifestStatuses: []workv1alpha1.ManifestStatus{{
-			Identifier: workv1alpha1.ResourceIdentifier{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment",
-				Namespace: w.Annotations[workobjects.AnnotationBindingNamespace], Name: name},
-			Status: rolledOut(replicas), Health: workv1alpha1.ResourceHealthy}},
-	}
-}
-
-// bindingStatusOf is rb's status once its Works are applied: scheduled,
-// every Work up to date and applied, the clusters' statuses.
-func bindingStatusOf(rb *workv1alpha1.ResourceBinding, d *workv1alpha1.SchedulingDecision) workv1alpha1.ResourceBindingStatus {
+// bindingStatusOf is rb's status once its Works (one per target cluster,
+// in order) are applied: scheduled, every Work up to date and applied, the
+// clusters' statuses as the agents reported them.
+func bindingStatusOf(rb *workv1alpha1.ResourceBinding, works []*workv1alpha1.Work, d *workv1alpha1.SchedulingDecision) workv1alpha1.ResourceBindingStatus {
 	now := metav1.Now()
 	s := workv1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: rb.Generation, LastScheduledTime: &now, SchedulingDecision: d}
 	var where []string
-	for _, t := range rb.Spec.Clusters {
+	for j, t := range rb.Spec.Clusters {
 		where = append(where, fmt.Sprintf("%s(%d)", t.Name, t.Replicas))
-		s.AggregatedStatus = append(s.AggregatedStatus, workv1alpha1.AggregatedStatusItem{ClusterName: t.Name, Status: rolledOut(int64(t.Replicas)),
+		s.AggregatedStatus = append(s.AggregatedStatus, workv1alpha1.AggregatedStatusItem{ClusterName: t.Name, Status: works[j].Status.ManifestStatuses[0].Status,
 			Applied: true, Health: workv1alpha1.ResourceHealthy, ObservedGeneration: rb.Generation, FirstReportedTime: &now, EverHealthy: true})
 	}
 	cond := func(typ, reason, msg string) metav1.Condition {
@@ -499,27 +466,14 @@ func bindingStatusOf(rb *workv1alpha1.ResourceBinding, d *workv1alpha1.Schedulin
 	return s
 }
 
-// templateStatusOf is the detector's status of tmpl (setPropagated in
-// pkg/hub/detector): Propagated, the binding's conditions, clusters and
-// aggregatedStatus mirrored, and the workload's status summed.
+// templateStatusOf is the detector's status of tmpl once rb is applied
+// (setPropagated in pkg/hub/detector): Propagated, and the binding mirrored.
 func templateStatusOf(tmpl *workv1alpha1.ResourceTemplate, rb *workv1alpha1.ResourceBinding) workv1alpha1.ResourceTemplateStatus {
-	s := workv1alpha1.ResourceTemplateStatus{ObservedGeneration: tmpl.Generation, Clusters: rb.Spec.Clusters, AggregatedStatus: rb.Status.AggregatedStatus}
+	s := workv1alpha1.ResourceTemplateStatus{ObservedGeneration: tmpl.Generation}
 	s.Conditions = append(s.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated, Status: metav1.ConditionTrue, Reason: "PolicyMatched",
 		Message:            fmt.Sprintf("propagated by PropagationPolicy %s/%s", rb.Namespace, rb.Labels[workobjects.LabelPropagationPolicyName]),
 		ObservedGeneration: tmpl.Generation, LastTransitionTime: metav1.Now()})
-	var statuses []*runtime.RawExtension
-	for _, typ := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate} {
-		for _, c := range rb.Status.Conditions {
-			if c.Type == typ {
-				c.ObservedGeneration = tmpl.Generation
-				s.Conditions = append(s.Conditions, c)
-			}
-		}
-	}
-	for _, item := range rb.Status.AggregatedStatus {
-		statuses = append(statuses, item.Status)
-	}
-	s.WorkloadStatus, _ = resourceinterpreter.AggregateStatus("Deployment", statuses)
+	detector.MirrorBinding(&s, rb, tmpl.Generation)
 	return s
 }
 
@@ -604,7 +558,7 @@ func (f *floor) cleanup(kc kubernetes.Interface, namespaces []string, workers in
 		name := fmt.Sprintf("app-%05d", i)
 		rb := workobjects.BindingName("Deployment", name)
 		for _, t := range f.targets(i) {
-			_ = f.fc.WorkV1alpha1().Works("flotilla-es-"+t.Name).Delete(ctx, workobjects.WorkName(f.ns, rb), metav1.DeleteOptions{})
+			_ = f.fc.WorkV1alpha1().Works(clusterlifecycle.Namespace(t.Name)).Delete(ctx, workobjects.WorkName(f.ns, rb), metav1.DeleteOptions{})
 		}
 		_ = f.fc.WorkV1alpha1().ResourceBindings(f.ns).Delete(ctx, rb, metav1.DeleteOptions{})
 		_ = f.fc.WorkV1alpha1().ResourceTemplates(f.ns).Delete(ctx, name, metav1.DeleteOptions{})
@@ -663,20 +617,6 @@ func apiserverProcess(ctx context.Context, kc kubernetes.Interface) (rss, cpu fl
 	if err != nil {
 		return 0, 0
 	}
-	for line := range strings.Lines(string(body)) {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err == nil {
-			switch f[0] {
-			case "process_resident_memory_bytes":
-				rss = v
-			case "process_cpu_seconds_total":
-				cpu = v
-			}
-		}
-	}
-	return rss, cpu
+	m, _ := benchutil.ParseMetrics(bytes.NewReader(body))
+	return m["process_resident_memory_bytes"], m["process_cpu_seconds_total"]
 }

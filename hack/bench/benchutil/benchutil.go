@@ -5,6 +5,7 @@ package benchutil
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -54,8 +55,14 @@ func Scrape(addr string) (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics reads a process's CPU and memory, and a client-go process's
+// write requests (as Scrape), from a /metrics body in the text format.
+func ParseMetrics(body io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -92,4 +99,21 @@ func LoadAverage() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// Deployment is the benchmarks' workload: a Deployment of replicas nginx
+// Pods requesting 100m CPU and 64Mi each, labelled with its region (the
+// label the benchmarks' policies select on). namespace "" leaves it out, as
+// a template does.
+func Deployment(name, region, namespace string, replicas int64) map[string]any {
+	labels := map[string]any{"app": name}
+	meta := map[string]any{"name": name, "labels": map[string]any{"app": name, "region": region}}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+		"spec": map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{"metadata": map[string]any{"labels": labels},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "nginx:1.27",
+					"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}}}}}}}
 }

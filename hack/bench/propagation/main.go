@@ -241,7 +241,7 @@ func run(kc kubernetes.Interface, fc, agentClient flotillaclient.Interface, o op
 	benchutil.Parallel(templates, o.workers, func(name string) {
 		var i int
 		_, _ = fmt.Sscanf(name, "app-%d", &i)
-		raw, _ := json.Marshal(deployment(name, fmt.Sprintf("region-%d", i%regions)))
+		raw, _ := json.Marshal(benchutil.Deployment(name, fmt.Sprintf("region-%d", i%regions), "", 4))
 		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}}}}
 		if _, err := fc.WorkV1alpha1().ResourceTemplates(namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
@@ -359,16 +359,6 @@ func (r *rssSampler) last() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.now
-}
-
-func deployment(name, region string) map[string]any {
-	labels := map[string]any{"app": name}
-	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"app": name, "region": region}},
-		"spec": map[string]any{"replicas": 4, "selector": map[string]any{"matchLabels": labels},
-			"template": map[string]any{"metadata": map[string]any{"labels": labels},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "nginx:1.27",
-					"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}}}}}}}
 }
 
 // watchMilestones records when each binding is first placed (the

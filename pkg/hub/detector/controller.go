@@ -444,7 +444,7 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated,
 		Status: status, Reason: reason, Message: message, ObservedGeneration: tmpl.Generation})
 	if binding != nil {
-		mirrorBinding(&updated.Status, binding, tmpl.Generation)
+		MirrorBinding(&updated.Status, binding, tmpl.Generation)
 	}
 	held := status == metav1.ConditionTrue && inFlight(binding)
 	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
@@ -488,9 +488,9 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	return nil
 }
 
-// mirrorBinding copies where the object runs and how it is doing from the
+// MirrorBinding copies where the object runs and how it is doing from the
 // binding to the template's status.
-func mirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
+func MirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
 	status.Clusters = binding.Spec.Clusters
 	status.AggregatedStatus = binding.Status.AggregatedStatus
 	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate,
