@@ -27,6 +27,10 @@ RECIPES=(
 	"kube-controller-manager|kube|k8s.io/kubernetes/cmd/kube-controller-manager|${KUBE_LDFLAGS}"
 	"kube-scheduler|kube|k8s.io/kubernetes/cmd/kube-scheduler|${KUBE_LDFLAGS}"
 	"kubectl|kube|k8s.io/kubernetes/cmd/kubectl|${KUBE_LDFLAGS}"
+	# The real-node e2e provider (e2e/framework/realnode) runs these on
+	# containerd; nothing else builds them, so `make up` never waits for them.
+	"kubelet|kube|k8s.io/kubernetes/cmd/kubelet|${KUBE_LDFLAGS}"
+	"kube-proxy|kube|k8s.io/kubernetes/cmd/kube-proxy|${KUBE_LDFLAGS}"
 	"kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|-s -w"
 	"kwokctl|kwok|sigs.k8s.io/kwok/cmd/kwokctl|-s -w"
 	"coredns|coredns|github.com/flotilla-io/flotilla/hack/tools/coredns/cmd/coredns|-s -w"
