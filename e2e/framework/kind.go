@@ -64,9 +64,11 @@ const (
 
 	// kindAgentStoppedLabel on a member node keeps the agent Deployment's
 	// pods off it: the provider adds a DoesNotExist node affinity on it to
-	// the Deployment (one replica per node, kept apart by the manifest's
-	// anti-affinity), so "stop agent-member1-0" is "label the node and
-	// delete its pod" (the replacement stays Pending until "start").
+	// the Deployment (one replica per node, kept apart by a required
+	// anti-affinity the provider adds: the manifest's is only preferred), so
+	// "stop agent-member1-0" is "label the node and delete its pod" (the
+	// replacement stays Pending until "start" instead of joining another
+	// node's agent).
 	kindAgentStoppedLabel = "flotilla.io/e2e-agent-stopped"
 	// kindReplicasAnnotation remembers the replicas of a Deployment the
 	// provider scaled to zero ("stop coredns-member1", "stop hub").
@@ -687,6 +689,7 @@ func renderForKind(manifests []byte, component, image string, agentReplicas int)
 			if d.Spec.Selector != nil {
 				w.Selector = d.Spec.Selector.MatchLabels
 			}
+			onePerNode(d, w.Selector)
 		case head.Kind == "DaemonSet" && component == "agent":
 			// The DNS probe: Flotilla's image, nothing else changes.
 			ds := &appsv1.DaemonSet{}
@@ -783,6 +786,41 @@ func keepOffStopped(spec *corev1.PodSpec) {
 		terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
 	}
 	na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms
+}
+
+// onePerNode keeps the agent's pods on distinct nodes, as the provider's
+// node-named agents ("agent-member1-0") need: a required anti-affinity on
+// the hostname selecting the Deployment's pods, in place of the manifest's
+// preferred one (which lets a one-node member run both pods), and a rolling
+// update that replaces a pod in place (no surge pod, which would find no
+// free node when there is one replica per node).
+func onePerNode(d *appsv1.Deployment, selector map[string]string) {
+	spec := &d.Spec.Template.Spec
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.PodAntiAffinity == nil {
+		spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	paa := spec.Affinity.PodAntiAffinity
+	paa.PreferredDuringSchedulingIgnoredDuringExecution = slices.DeleteFunc(paa.PreferredDuringSchedulingIgnoredDuringExecution,
+		func(t corev1.WeightedPodAffinityTerm) bool {
+			return t.PodAffinityTerm.TopologyKey == corev1.LabelHostname
+		})
+	if len(paa.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		paa.PreferredDuringSchedulingIgnoredDuringExecution = nil
+	}
+	if !slices.ContainsFunc(paa.RequiredDuringSchedulingIgnoredDuringExecution, func(t corev1.PodAffinityTerm) bool {
+		return t.TopologyKey == corev1.LabelHostname
+	}) {
+		paa.RequiredDuringSchedulingIgnoredDuringExecution = append(paa.RequiredDuringSchedulingIgnoredDuringExecution, corev1.PodAffinityTerm{
+			TopologyKey:   corev1.LabelHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+		})
+	}
+	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}}
 }
 
 // kindServices are the NodePort Services through which the host reaches a

@@ -354,6 +354,16 @@ spec:
             nodeSelectorTerms:
             - matchExpressions: [{key: kubernetes.io/os, operator: In, values: [linux]}]
             - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 100
+            podAffinityTerm:
+              topologyKey: kubernetes.io/hostname
+              labelSelector: {matchLabels: {app: flotilla-agent}}
+          - weight: 10
+            podAffinityTerm:
+              topologyKey: topology.kubernetes.io/zone
+              labelSelector: {matchLabels: {app: flotilla-agent}}
       containers:
       - name: agent
         image: flotilla:dev
@@ -422,6 +432,20 @@ func TestRenderAgent(t *testing.T) {
 	if pc := ds.Spec.Template.Spec.Containers[0]; pc.Image != "localhost/flotilla:e2e" || pc.ImagePullPolicy != corev1.PullIfNotPresent ||
 		strings.Join(pc.Args, " ") != "--metrics-bind-address=0" || ds.Spec.Template.Spec.Affinity != nil {
 		t.Errorf("DNS probe DaemonSet: %+v", ds.Spec.Template.Spec)
+	}
+	// One agent per node, whatever the manifest prefers: the hostname
+	// preference becomes a requirement (other preferences stay), and a
+	// rollout replaces pods in place.
+	paa := d.Spec.Template.Spec.Affinity.PodAntiAffinity
+	if len(paa.RequiredDuringSchedulingIgnoredDuringExecution) != 1 || paa.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != corev1.LabelHostname ||
+		paa.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels["app"] != "flotilla-agent" {
+		t.Errorf("required anti-affinity: %+v", paa.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	if len(paa.PreferredDuringSchedulingIgnoredDuringExecution) != 1 || paa.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelTopologyZone {
+		t.Errorf("preferred anti-affinity: %+v", paa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("strategy: %+v", d.Spec.Strategy)
 	}
 	bare := corev1.PodSpec{}
 	keepOffStopped(&bare)

@@ -113,7 +113,7 @@ func TestHubDeploymentFlagsAndPorts(t *testing.T) {
 	}
 }
 
-// The leader-capable pods: a Deployment of at least two replicas on distinct
+// The leader-capable pods: a Deployment of at least two replicas, spread over
 // nodes, leader-elected, the only pods with the hub kubeconfig (and the works
 // role, TestAgentRBACCoversItsOwnWork), not probing DNS themselves (the
 // DaemonSet does: one writer per verdict Lease).
@@ -141,18 +141,27 @@ func TestAgentDeploymentFlagsAndPorts(t *testing.T) {
 			if v := flags.Lookup("dns-probe").Value.String(); v != "false" {
 				t.Errorf("agent Deployment runs with --dns-probe=%s: its node's verdict Lease would have two writers (the DaemonSet probes every node)", v)
 			}
-			// Never two on one node, and a rollout that a member with as many
-			// nodes as replicas can carry out (no surge pod to place).
+			// Apart when the member has the nodes, together when it has one:
+			// a preferred (never required) anti-affinity on the hostname, so
+			// no pod stays Pending on a one-node member.
 			aa := pod.Affinity
-			if aa == nil || aa.PodAntiAffinity == nil || !slices.ContainsFunc(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
-				func(term corev1.PodAffinityTerm) bool {
-					return term.TopologyKey == corev1.LabelHostname && term.LabelSelector != nil &&
-						labelsMatch(term.LabelSelector.MatchLabels, d.Spec.Template.Labels)
+			if aa == nil || aa.PodAntiAffinity == nil || !slices.ContainsFunc(aa.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+				func(term corev1.WeightedPodAffinityTerm) bool {
+					return term.Weight == 100 && term.PodAffinityTerm.TopologyKey == corev1.LabelHostname && term.PodAffinityTerm.LabelSelector != nil &&
+						labelsMatch(term.PodAffinityTerm.LabelSelector.MatchLabels, d.Spec.Template.Labels)
 				}) {
-				t.Errorf("agent Deployment: no required pod anti-affinity on %s selecting its own pods", corev1.LabelHostname)
+				t.Errorf("agent Deployment: no preferred (weight 100) pod anti-affinity on %s selecting its own pods", corev1.LabelHostname)
 			}
-			if st := d.Spec.Strategy; st.RollingUpdate == nil || st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxSurge.IntValue() != 0 {
-				t.Errorf("agent Deployment: want maxSurge 0 (a surge pod cannot be placed next to its anti-affine siblings), got %+v", st)
+			if aa != nil && aa.PodAntiAffinity != nil && len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+				t.Errorf("agent Deployment: required pod anti-affinity %+v: on a member with one node a pod stays Pending and a rollout never completes",
+					aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+			}
+			// A rollout replaces one pod at a time in place: never a third pod
+			// with the hub token, the replacement gets the node the old pod
+			// left, and it completes on one node (maxUnavailable 1 makes room).
+			if st := d.Spec.Strategy; st.RollingUpdate == nil || st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxSurge.IntValue() != 0 ||
+				st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+				t.Errorf("agent Deployment: want a rolling update with maxSurge 0 and maxUnavailable 1, got %+v", st)
 			}
 			// Only the apiserver's default not-ready/unreachable tolerations.
 			if len(pod.Tolerations) > 0 {
