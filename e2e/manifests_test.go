@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/manifeststest"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
 
@@ -131,13 +132,17 @@ var _ = Describe("Manifests", func() {
 
 // dryRunApply server-side dry-run applies a kustomization to a context and
 // checks that the apiserver returned every rendered object, by kind,
-// namespace and name. It returns the accepted objects.
+// namespace and name. It returns the accepted objects. It applies a copy
+// of the kustomizations whose agent overlays have their placeholder
+// hub.kubeconfig (manifeststest.KustomizeTree): none is in git.
 func dryRunApply(ctx context.Context, kubeContext, dir string) []unstructured.Unstructured {
 	GinkgoHelper()
 	root, err := testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	kubectl := filepath.Join(root, "bin", "kubectl")
-	path := filepath.Join(root, dir)
+	tree := GinkgoT().TempDir()
+	Expect(manifeststest.KustomizeTree(root, tree)).To(Succeed())
+	path := filepath.Join(tree, dir)
 
 	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", path).Output()
 	Expect(err).NotTo(HaveOccurred(), "kubectl kustomize %s: %v", dir, stderrOf(err))

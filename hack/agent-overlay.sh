@@ -9,7 +9,11 @@
 #   hub.kubeconfig      the agent's identity on the hub: with HUB_KUBECONFIG
 #                       (an admin or flotilla:registrar kubeconfig of the hub),
 #                       the output of `hub agent-kubeconfig --cluster NAME`;
-#                       without it, a placeholder to replace.
+#                       without it, a placeholder to replace. Mode 0600, and
+#                       never in git: kustomize/agent/overlays/.gitignore
+#                       ignores every overlay's hub.kubeconfig (a fresh clone
+#                       has none, so the overlay does not build until this
+#                       script has written one).
 # Then: kubectl --context <member> apply --server-side -k kustomize/agent/overlays/NAME
 #
 # Environment:
@@ -66,7 +70,8 @@ patches:
       path: /spec/template/spec/containers/0/args/-
       value: --cluster-name=$name
 # The Secret's name gets a hash of its content: applying a rotated
-# hub.kubeconfig rolls the agent pods onto it.
+# hub.kubeconfig rolls the agent pods onto it. hub.kubeconfig holds a token
+# and is not in git: \`hack/agent-overlay.sh $name HUB_KUBECONFIG\` writes it.
 secretGenerator:
 - name: flotilla-agent-hub-kubeconfig
   namespace: flotilla-system
@@ -88,7 +93,8 @@ if [ -n "$hub_kubeconfig" ]; then
 	mv "$out" "$dir/hub.kubeconfig"
 	echo "wrote ${dir#"$ROOT"/}/hub.kubeconfig (a token: keep it out of version control)" >&2
 elif [ ! -f "$dir/hub.kubeconfig" ]; then
-	cat >"$dir/hub.kubeconfig" <<EOF
+	# 0600 like the real one, which replaces it in place.
+	(umask 077 && cat >"$dir/hub.kubeconfig") <<EOF
 # PLACEHOLDER: replace this file with the agent's real hub kubeconfig before
 # applying the overlay. Either
 #   hack/agent-overlay.sh $name <hub admin kubeconfig>

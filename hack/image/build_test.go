@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/flotilla-io/flotilla/pkg/manifeststest"
 )
 
 // The layer depends on names, modes and contents only: not on the order
@@ -246,11 +248,11 @@ func TestComponentSetsEveryImage(t *testing.T) {
 			t.Skip("no kubectl in bin/ (make tools) or PATH")
 		}
 	}
+	// A copy (the Component is rewritten), whose agent overlays have their
+	// placeholder hub.kubeconfig (none is in git).
 	tmp := t.TempDir()
-	for _, d := range []string{"kustomize", "manifests"} {
-		if out, err := exec.Command("cp", "-r", filepath.Join(root, d), tmp).CombinedOutput(); err != nil {
-			t.Fatalf("cp %s: %v\n%s", d, err, out)
-		}
+	if err := manifeststest.KustomizeTree(root, tmp); err != nil {
+		t.Fatal(err)
 	}
 	// Numeric and dotted tags, a registry with a port: kustomize must get
 	// each as written (a bare 1234 would be a YAML number).

@@ -7,6 +7,8 @@
 // (the apiserver refuses to let the hub grant more than it holds).
 //
 // The tests render with bin/kubectl kustomize (`make tools`) and skip, saying
-// so, when it is missing. (sigs.k8s.io/kustomize/api is not a dependency of
+// so, when it is missing. They render a copy of the kustomizations whose agent
+// overlays hold the placeholder hub.kubeconfig (KustomizeTree, also used by
+// hack/image and the e2e suite): no overlay's hub.kubeconfig is in git. (sigs.k8s.io/kustomize/api is not a dependency of
 // this module; kubectl embeds the same kustomize.)
 package manifeststest

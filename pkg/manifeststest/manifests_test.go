@@ -639,7 +639,7 @@ func onlyContainer(t *testing.T, pod *corev1.PodSpec) *corev1.Container {
 
 func agentOverlays(t *testing.T) []string {
 	t.Helper()
-	root := repoRoot(t)
+	root := renderRoot(t)
 	matches, err := filepath.Glob(filepath.Join(root, agentOverlayGlob))
 	if err != nil || len(matches) == 0 {
 		t.Fatalf("no agent overlays (%s): %v", agentOverlayGlob, err)
@@ -670,16 +670,16 @@ func convert(t *testing.T, o *unstructured.Unstructured, into any) {
 	}
 }
 
-// render runs `bin/kubectl kustomize dir` (dir relative to the repository).
+// render runs `bin/kubectl kustomize dir` (dir relative to the repository)
+// on the repository's KustomizeTree.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	root := repoRoot(t)
-	kubectl := filepath.Join(root, "bin", "kubectl")
+	kubectl := filepath.Join(repoRoot(t), "bin", "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Skipf("%s missing (run `make tools`): cannot render %s, so manifests and binaries are NOT checked against each other", kubectl, dir)
 	}
 	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, dir))
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(renderRoot(t), dir))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
