@@ -172,17 +172,26 @@ EOF
 // untracked ones it does not ignore, as a commit would hold them.
 func overlayTestClone(t *testing.T, root, dst string) string {
 	t.Helper()
-	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("git ls-files in %s: %v (not a git checkout)", root, err)
-	}
-	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
-		if !(f == "hack/agent-overlay.sh" || strings.HasPrefix(f, "kustomize/") || strings.HasPrefix(f, "manifests/") ||
-			filepath.Base(f) == ".gitignore") {
-			continue
+	lsFiles := func(args ...string) []string {
+		cmd := exec.Command("git", append([]string{"ls-files", "-z"}, args...)...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Skipf("git ls-files in %s: %v (not a git checkout)", root, err)
 		}
+		var fs []string
+		for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+			if f == "hack/agent-overlay.sh" || strings.HasPrefix(f, "kustomize/") || strings.HasPrefix(f, "manifests/") ||
+				filepath.Base(f) == ".gitignore" {
+				fs = append(fs, f)
+			}
+		}
+		return fs
+	}
+	// Tracked files are added even where a .gitignore matches them (as git
+	// keeps tracking them): a hub.kubeconfig in git must fail the test.
+	tracked := lsFiles("--cached")
+	for _, f := range append(lsFiles("--others", "--exclude-standard"), tracked...) {
 		src := filepath.Join(root, f)
 		st, err := os.Stat(src)
 		if errors.Is(err, os.ErrNotExist) {
@@ -202,7 +211,13 @@ func overlayTestClone(t *testing.T, root, dst string) string {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "snapshot"}} {
+	var present []string
+	for _, f := range tracked {
+		if _, err := os.Stat(filepath.Join(dst, f)); err == nil {
+			present = append(present, f)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, append([]string{"add", "-f", "--"}, present...), {"commit", "-q", "-m", "snapshot"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = dst
 		cmd.Env = overlayTestGitEnv(filepath.Dir(dst))
