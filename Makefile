@@ -12,6 +12,9 @@ LDFLAGS := -s -w -X github.com/flotilla-io/flotilla/pkg/version.Version=$(VERSIO
 # The image `make image` builds and writes into kustomize/image (every
 # kustomization deploys it); PLATFORMS=linux/amd64,linux/arm64 makes an index.
 IMAGE     ?= ghcr.io/flotilla-io/flotilla:$(VERSION)
+# The kustomize Component `make image` points at the image; empty leaves it
+# alone (an overlay names the image instead: hack/realnode-install.sh).
+IMAGE_COMPONENT ?= kustomize/image/kustomization.yaml
 PLATFORMS ?=
 
 # `make up` knobs (see README): number of members, fake nodes per member,
@@ -46,7 +49,7 @@ build: ## Build the hub and agent binaries and the kubectl plugin (kubectl floti
 .PHONY: image
 image: ## Build the image IMAGE (/hub, /agent; non-root, static, reproducible) into bin/image/ (OCI layout, flotilla.tar) and point kustomize/image at it.
 	go run ./hack/image --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) $(if $(PLATFORMS),--platforms $(PLATFORMS)) \
-		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar --kustomize kustomize/image/kustomization.yaml
+		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar $(if $(IMAGE_COMPONENT),--kustomize $(IMAGE_COMPONENT))
 
 .PHONY: monitoring
 monitoring: ## Render the monitoring mixin (monitoring/mixin) into monitoring/prometheus-alerts.yaml, prometheusrule.yaml and dashboards/.
