@@ -19,10 +19,41 @@ import (
 
 // ApplyFile creates every object of a multi-document YAML file.
 func (e *Env) ApplyFile(ctx context.Context, path string) error {
-	data, err := os.ReadFile(path)
+	objs, err := DecodeFile(path)
 	if err != nil {
 		return err
 	}
+	if err := e.CreateObjects(ctx, objs...); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// DecodeFile reads every object of a multi-document YAML file, for a test
+// to look at or change before CreateObjects.
+func DecodeFile(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		out = append(out, u)
+	}
+}
+
+// CreateObjects creates objs as the admin, in order.
+func (e *Env) CreateObjects(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	groups, err := restmapper.GetAPIGroupResources(e.Kube.Discovery())
 	if err != nil {
 		return err
@@ -32,27 +63,18 @@ func (e *Env) ApplyFile(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return err
 		}
 		client := dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 		if _, err := client.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("%s: creating %s %s: %w", path, u.GetKind(), u.GetName(), err)
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
+	return nil
 }
 
 // installNonCRDManifests applies what manifests/crds holds besides the CRDs

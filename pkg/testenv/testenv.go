@@ -32,12 +32,13 @@ type Env struct {
 	// Root is the repository root.
 	Root string
 
-	env *envtest.Environment
+	env      *envtest.Environment
+	auditLog string
 }
 
 // Start runs a fresh control plane for the test and stops it when the test
 // ends. Each call gets its own etcd, so tests never see each other's objects.
-func Start(t testing.TB) *Env {
+func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs a real kube-apiserver (run without -short)")
@@ -57,6 +58,15 @@ func Start(t testing.TB) *Env {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "manifests", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
+	var set settings
+	for _, o := range opts {
+		o(&set)
+	}
+	if set.auditLog {
+		if err := set.configureAudit(t, te); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
 	// Stop even a half-started control plane (e.g. a CRD the apiserver
 	// refused), so a failing test never leaks etcd or kube-apiserver.
 	t.Cleanup(func() {
@@ -72,7 +82,7 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Config: cfg, Kube: kube, Root: root, env: te}
+	e := &Env{Config: cfg, Kube: kube, Root: root, env: te, auditLog: set.auditLogPath}
 	if err := e.installNonCRDManifests(context.Background()); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
