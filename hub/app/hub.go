@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/failback"
 	"github.com/flotilla-io/flotilla/pkg/hub/failoverhistory"
+	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/ingress"
@@ -243,14 +245,14 @@ func Run(ctx context.Context, opts *Options) error {
 	// Every controller queue's depth, adds, latency and retries: whether the
 	// hub has caught up is workqueue_depth at 0 (docs/metrics.md).
 	metrics.RegisterWorkqueueMetrics(registry)
-	clients := &clientBuilder{cfg: cfg, requests: metrics.NewAPIRequestCounter(registry)}
+	hubMetrics := hubmetrics.New(registry)
+	clients := &clientBuilder{cfg: cfg, requests: metrics.NewAPIRequestCounter(registry), forbidden: hubMetrics.ForbiddenWrites}
 	// Each controller gets a client of its own (metrics.ClientConfig). The
 	// first one proves the configuration; the rest cannot fail after it.
-	kube, err := kubernetes.NewForConfig(metrics.ClientConfig(cfg, "hub", clients.requests))
+	kube, err := kubernetes.NewForConfig(clients.config("hub"))
 	if err != nil {
 		return err
 	}
-	hubMetrics := hubmetrics.New(registry)
 	historyMetrics := failoverhistory.NewMetrics(registry)
 	failbackMetrics := failback.NewMetrics(registry)
 	health := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
@@ -313,18 +315,23 @@ func Run(ctx context.Context, opts *Options) error {
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 			GuardPublisher: clustertaint.NewGuardPublisher(clients.kube("fleet-guard"), opts.LeaderElection.ResourceNamespace),
 		})
+		// A binding status write the apiserver refuses for want of a
+		// permission is said on the binding's template (the binding's own
+		// status is what cannot be written).
+		statusDenials := forbidden.NewDenials()
 		// The detector re-checks each template's scope against the host's
 		// discovery (cached; refreshed at most once a minute on a miss).
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
 			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
-			WithStatusHold(opts.TemplateStatusHold)
+			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials)
 		// propagateDeps: the same scope check as the detector's, so a
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,
 			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
 		// One writer of the status the scheduler and the binding controller
 		// share: a new binding's first status is one write.
-		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{})
+		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{}).
+			WithRecorder(recorder).WithDenials(statusDenials)
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
@@ -443,14 +450,26 @@ func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil
 type clientBuilder struct {
 	cfg      *rest.Config
 	requests *prometheus.CounterVec
+	// forbidden counts the writes the apiserver refuses for want of a
+	// permission, whichever controller makes them (nil: not counted).
+	forbidden *prometheus.CounterVec
+}
+
+// config is the configuration of the client called name.
+func (b *clientBuilder) config(name string) *rest.Config {
+	cfg := metrics.ClientConfig(b.cfg, name, b.requests)
+	if b.forbidden != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return forbidden.Transport(rt, b.forbidden) })
+	}
+	return cfg
 }
 
 func (b *clientBuilder) kube(name string) kubernetes.Interface {
-	return kubernetes.NewForConfigOrDie(metrics.ClientConfig(b.cfg, name, b.requests))
+	return kubernetes.NewForConfigOrDie(b.config(name))
 }
 
 func (b *clientBuilder) flotilla(name string) flotillaclient.Interface {
-	return flotillaclient.NewForConfigOrDie(metrics.ClientConfig(b.cfg, name, b.requests))
+	return flotillaclient.NewForConfigOrDie(b.config(name))
 }
 
 // runLeaderElectedWith runs the election on a client of its own, so that

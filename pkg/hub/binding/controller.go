@@ -44,6 +44,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
@@ -285,15 +286,49 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	}
 	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation)
 	if err != nil {
+		if d, ok := forbidden.Parse(err); ok {
+			return c.refused(ctx, binding, d, err)
+		}
 		if !apierrors.IsConflict(err) {
 			c.event(binding, "Warning", EventSyncWorkFailed, err.Error())
 		}
 		return err
 	}
 	if err := c.deleteUntargetedWorks(ctx, binding); err != nil {
+		if d, ok := forbidden.Parse(err); ok {
+			return c.refused(ctx, binding, d, err)
+		}
 		return err
 	}
 	return c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation)
+}
+
+// refused says on the binding that the apiserver refused the hub a write
+// of its Works for want of a permission: a Warning event naming it and
+// FullyApplied=False with reason PermissionDenied (the template mirrors
+// it), instead of a binding that silently waits. It returns err: the sync
+// is retried, as the role may be fixed any time.
+func (c *Controller) refused(ctx context.Context, binding *workv1alpha1.ResourceBinding, d forbidden.Denial, err error) error {
+	msg := d.Message("the binding's Works cannot be written")
+	c.event(binding, "Warning", forbidden.EventReason, msg)
+	cond := permissionDenied(binding, msg)
+	if cur := meta.FindStatusCondition(binding.Status.Conditions, cond.Type); cur != nil && cur.Status == cond.Status &&
+		cur.Reason == cond.Reason && cur.Message == cond.Message && cur.ObservedGeneration == cond.ObservedGeneration {
+		return err
+	}
+	if werr := c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
+		meta.SetStatusCondition(&s.Conditions, cond)
+	}, bindingstatus.Settled); werr != nil {
+		klog.FromContext(ctx).Error(werr, "Writing the binding's PermissionDenied condition", "binding", workobjects.Key(binding))
+	}
+	return err
+}
+
+// permissionDenied is the FullyApplied condition of a binding whose Works
+// the hub may not write.
+func permissionDenied(binding *workv1alpha1.ResourceBinding, msg string) metav1.Condition {
+	return metav1.Condition{Type: workv1alpha1.BindingConditionFullyApplied, Status: metav1.ConditionFalse,
+		Reason: forbidden.ReasonPermissionDenied, Message: msg, ObservedGeneration: binding.Generation}
 }
 
 // finalize deletes a deleted binding's Works, then lets it go. The Works'

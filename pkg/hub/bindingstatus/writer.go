@@ -26,12 +26,14 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -40,6 +42,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
+	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -89,6 +92,13 @@ type Writer struct {
 	// informer delivers it, so a controller that syncs in between reads
 	// its own write, not the status before it.
 	written map[string]*workv1alpha1.ResourceBinding
+
+	// recorder and denials: a write the apiserver refuses for want of a
+	// permission is a Warning event on the binding and a denial the
+	// detector shows on the template (the binding's own status is what
+	// cannot be written). Both optional.
+	recorder record.EventRecorder
+	denials  *forbidden.Denials
 }
 
 type held struct {
@@ -148,11 +158,27 @@ func NewWriter(client flotillaclient.Interface, factory flotillainformers.Shared
 			delete(w.written, key)
 			delete(w.pending, key)
 			w.mu.Unlock()
+			w.denials.Allowed(key)
 		}
 	}
 	for _, inf := range informers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, n any) { seen(n) }, DeleteFunc: gone})
 	}
+	return w
+}
+
+// WithRecorder records a Warning event (forbidden.EventReason) on a
+// binding whose status write the apiserver refused for want of a
+// permission.
+func (w *Writer) WithRecorder(r record.EventRecorder) *Writer {
+	w.recorder = r
+	return w
+}
+
+// WithDenials records in d, under the binding's key, a status write the
+// apiserver refused for want of a permission, until one succeeds.
+func (w *Writer) WithDenials(d *forbidden.Denials) *Writer {
+	w.denials = d
 	return w
 }
 
@@ -314,6 +340,7 @@ func (w *Writer) flushDue(ctx context.Context, key string) error {
 		w.mu.Lock()
 		delete(w.pending, key)
 		w.mu.Unlock()
+		w.denials.Allowed(key)
 		return nil
 	}
 	if err != nil {
@@ -355,6 +382,7 @@ func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.Res
 	if !apiequality.Semantic.DeepEqual(updated.Status, base.Status) {
 		out, err := w.bindings.PatchStatus(ctx, base, updated)
 		if err != nil {
+			w.refused(base, key, err)
 			return err
 		}
 		klog.FromContext(ctx).V(4).Info("Wrote binding status", "binding", key, "parts", len(carried))
@@ -367,6 +395,7 @@ func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.Res
 		w.written[key] = out
 		w.mu.Unlock()
 	}
+	w.denials.Allowed(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.pending[key]; h != nil {
@@ -381,6 +410,22 @@ func (w *Writer) flush(ctx context.Context, key string, stored *workv1alpha1.Res
 		}
 	}
 	return nil
+}
+
+// refused says so when err is the apiserver refusing the hub the status
+// write for want of a permission: a Warning event on the binding naming the
+// missing verb, and a denial for the detector to show on the template.
+// Other errors are retried as they are.
+func (w *Writer) refused(binding *workv1alpha1.ResourceBinding, key string, err error) {
+	d, ok := forbidden.Parse(err)
+	if !ok {
+		return
+	}
+	w.denials.Refused(key, d)
+	if w.recorder != nil {
+		w.recorder.Event(binding, corev1.EventTypeWarning, forbidden.EventReason,
+			d.Message("the binding's status (scheduling result, applied state) cannot be written"))
+	}
 }
 
 // authors returns h's authors in a fixed order (parts set disjoint fields;

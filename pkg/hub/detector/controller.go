@@ -33,6 +33,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
@@ -51,6 +52,10 @@ const (
 	ReasonNoMatchingPolicy = "NoMatchingPolicy"
 	ReasonInvalidManifest  = "InvalidManifest"
 	ReasonBindingConflict  = "BindingConflict"
+	// ReasonPermissionDenied: the apiserver refused the hub a write the
+	// template's propagation needs (the binding, or its status) for want
+	// of a permission; the message names it.
+	ReasonPermissionDenied = forbidden.ReasonPermissionDenied
 )
 
 // Controller is the policy detector.
@@ -76,6 +81,10 @@ type Controller struct {
 	clock      clock.Clock
 	statusHold time.Duration
 	holds      holds
+
+	// denials: binding status writes the apiserver refused the hub
+	// (bindingstatus); the binding cannot say so itself, its template does.
+	denials *forbidden.Denials
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -224,13 +233,38 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
 			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
 		}
+		if d, ok := forbidden.Parse(err); ok {
+			// Said on the template (its status is still writable), and
+			// retried: the role may be fixed any time.
+			existing, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
+			if serr := c.setPropagated(ctx, tmpl, existing, metav1.ConditionFalse, ReasonPermissionDenied,
+				permissionDeniedMessage(policyLabels, d, "its binding "+bindingName+" cannot be written")); serr != nil {
+				return serr
+			}
+			return err
+		}
 		c.recorder.Eventf(tmpl, "Warning", EventApplyPolicyFailed, "Failed to apply %s: %v", policyDescription(policyLabels), err)
 		return err
 	}
 	if err := c.deleteOwnedBindings(ctx, key, tmpl.UID, bindingName); err != nil {
 		return err
 	}
+	if d, ok := c.denials.Get(workobjects.Key(binding)); ok {
+		// The binding exists but its status cannot be written: without
+		// this the template would keep its last status (often
+		// NoMatchingPolicy, from before the policy) while the binding
+		// waits for a status that never comes.
+		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonPermissionDenied,
+			permissionDeniedMessage(policyLabels, d, "the status of its binding "+binding.Name+" cannot be written"))
+	}
 	return c.setPropagated(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels))
+}
+
+// permissionDeniedMessage is the Propagated condition's message when the
+// hub may not make a write the propagation needs: which policy matched,
+// what cannot be written and which permission is missing.
+func permissionDeniedMessage(policyLabels map[string]string, d forbidden.Denial, what string) string {
+	return "matched by " + policyDescription(policyLabels) + ", but " + what + ": " + d.Message("")
 }
 
 // ownedBinding returns a binding the template of key controls, if any.
@@ -446,7 +480,7 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	if binding != nil {
 		MirrorBinding(&updated.Status, binding, tmpl.Generation)
 	}
-	held := status == metav1.ConditionTrue && inFlight(binding)
+	held := mayHold(tmpl.Status.Conditions, status, binding)
 	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
 		if !held {
 			c.holds.release(key)
@@ -471,13 +505,19 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 	// A template waiting for its policy is not a failure (kubectl apply of a
 	// file often creates the template a moment before the policy): the
 	// condition says so, without a Warning.
-	if status == metav1.ConditionFalse && reason != ReasonNoMatchingPolicy &&
-		!meta.IsStatusConditionPresentAndEqual(tmpl.Status.Conditions, workobjects.TemplateConditionPropagated, status) {
-		c.recorder.Event(tmpl, "Warning", EventApplyPolicyFailed, message)
+	if status == metav1.ConditionFalse && reason != ReasonNoMatchingPolicy && propagatedChanged(tmpl.Status.Conditions, status, reason) {
+		eventReason := EventApplyPolicyFailed
+		if reason == ReasonPermissionDenied {
+			eventReason = forbidden.EventReason
+		}
+		c.recorder.Event(tmpl, "Warning", eventReason, message)
 	}
 	// A failed write keeps the hold as it is: the retry writes at once if
 	// the hold is over.
 	if err := c.templates.UpdateStatus(ctx, updated); err != nil {
+		if d, ok := forbidden.Parse(err); ok {
+			c.recorder.Event(tmpl, "Warning", forbidden.EventReason, d.Message("the template's status cannot be written"))
+		}
 		return err
 	}
 	if held {
@@ -486,6 +526,29 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 		c.holds.release(key)
 	}
 	return nil
+}
+
+// mayHold says whether a template status may wait (statushold.go): only a
+// Propagated=True status mirrored from a binding in flight, and only while
+// the template does not show Propagated=False. A False one shown (no
+// policy matched, a write was refused) is no longer true once a policy
+// propagates the template, and must not stay for a hold: a template
+// applied a moment before its policy kept saying NoMatchingPolicy for as
+// long as its binding was in flight (up to 8 holds when the binding's
+// status could not be written).
+func mayHold(shown []metav1.Condition, status metav1.ConditionStatus, binding *workv1alpha1.ResourceBinding) bool {
+	if status != metav1.ConditionTrue || !inFlight(binding) {
+		return false
+	}
+	c := meta.FindStatusCondition(shown, workobjects.TemplateConditionPropagated)
+	return c == nil || c.Status != metav1.ConditionFalse
+}
+
+// propagatedChanged: the Propagated condition is absent or says something
+// else (status or reason) than status and reason.
+func propagatedChanged(conds []metav1.Condition, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(conds, workobjects.TemplateConditionPropagated)
+	return c == nil || c.Status != status || c.Reason != reason
 }
 
 // MirrorBinding copies where the object runs and how it is doing from the
@@ -508,6 +571,23 @@ func MirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1a
 		}
 	}
 	status.WorkloadStatus, _ = resourceinterpreter.AggregateStatus(binding.Spec.Resource.Kind, statuses)
+}
+
+// WithBindingStatusDenials shows a binding status write the apiserver
+// refused (recorded in d by bindingstatus) on the binding's template, as
+// Propagated=False with reason PermissionDenied, until a write succeeds.
+func (c *Controller) WithBindingStatusDenials(d *forbidden.Denials) *Controller {
+	c.denials = d
+	d.OnChange(func(key string) {
+		binding, err := c.bindings.Get(key)
+		if err != nil {
+			return
+		}
+		if keys, _ := workobjects.OwnerTemplateKey(binding); len(keys) > 0 {
+			c.queue.Add(keys[0])
+		}
+	})
+	return c
 }
 
 // WithStatusHold sets how long an in-flight template status may be held

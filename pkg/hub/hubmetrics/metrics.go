@@ -78,6 +78,11 @@ type Metrics struct {
 	// IngressServingClusters is the number of clusters whose addresses an
 	// ingress serves.
 	IngressServingClusters *prometheus.GaugeVec
+
+	// ForbiddenWrites counts the hub's writes the apiserver refused for
+	// want of a permission, by resource (with subresource) and verb
+	// (pkg/hub/forbidden counts them in the clients' transport).
+	ForbiddenWrites *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -140,6 +145,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "traffic_blocked_clusters", Help: "Clusters running a MultiClusterIngress's backends whose traffic is blocked (TrafficControl)."}, []string{"namespace", "name"}),
 		IngressServingClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "ingress",
 			Name: "serving_clusters", Help: "Clusters whose load-balancer addresses a MultiClusterIngress serves."}, []string{"namespace", "name"}),
+		ForbiddenWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "forbidden_writes_total", Help: "Writes the apiserver refused the hub for want of a permission (its role lacks the verb), by resource and verb."}, []string{"resource", "verb"}),
 	}
 	reg.MustRegister(m.RemedyActions, m.IngressBlockedClusters, m.IngressServingClusters)
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
@@ -147,5 +154,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ClusterObjectWrites)
 	reg.MustRegister(m.NoExecuteSince, m.WorksNotApplied)
 	reg.MustRegister(m.Leader)
+	reg.MustRegister(m.ForbiddenWrites)
 	return m
 }
