@@ -57,10 +57,12 @@ overlay() {
 
 cd "$ROOT"
 
-# 1. The image, as `make image` builds it, into every node's containerd.
+# 1. The binaries (hack/agent-overlay.sh runs bin/hub agent-kubeconfig) and
+#    the image, as `make image` builds it, into every node's containerd.
 #    (IMAGE_COMPONENT= leaves kustomize/image alone: the overlays below name
 #    the image instead, and the work tree stays clean.)
-log "make image IMAGE=$IMAGE"
+log "make build; make image IMAGE=$IMAGE"
+make --no-print-directory build >"$STATE_DIR/make-build.log" 2>&1 || { cat "$STATE_DIR/make-build.log" >&2; exit 1; }
 make --no-print-directory image IMAGE="$IMAGE" IMAGE_COMPONENT= >"$STATE_DIR/make-image.log" 2>&1 ||
 	{ cat "$STATE_DIR/make-image.log" >&2; exit 1; }
 for k in $(seq 0 "$MEMBERS"); do
@@ -72,7 +74,11 @@ wait
 # 2. The hub, with its DNS traffic manager.
 overlay "$OVERLAYS/hub" "$ROOT/kustomize/hub-dns-traffic" "Deployment/flotilla-hub=${HUB_FLAGS:-}"
 log "kubectl apply --server-side -k kustomize/hub-dns-traffic (+ image, flags)"
-hub apply --server-side -k "$OVERLAYS/hub" >/dev/null
+# (A second try: the CRDs of the first may not be served yet when the
+# admission policies that reference their kinds are checked.)
+hub apply --server-side -k "$OVERLAYS/hub" >"$STATE_DIR/apply-hub.log" 2>&1 ||
+	{ sleep 2; hub apply --server-side -k "$OVERLAYS/hub" >"$STATE_DIR/apply-hub.log" 2>&1; } ||
+	{ cat "$STATE_DIR/apply-hub.log" >&2; exit 1; }
 hub -n flotilla-system rollout status deployment/flotilla-hub --timeout 240s >/dev/null
 
 # 3. A Cluster object per member; the hub makes its namespace, Lease and the
@@ -100,7 +106,7 @@ for i in $(seq 1 "$MEMBERS"); do
 		sleep 1
 	done
 	HUB_SERVER=https://$SUBNET.10:6443 HUB_CONTEXT=$PREFIX-hub OVERLAYS_DIR=$OVERLAYS/agent DURATION=${DURATION:-8760h} \
-		hack/agent-overlay.sh "member$i" "$KC" 2>/dev/null
+		hack/agent-overlay.sh "member$i" "$KC"
 	overlay "$OVERLAYS/member$i" "$OVERLAYS/agent/member$i" \
 		"Deployment/flotilla-agent=${AGENT_FLAGS:-}" "DaemonSet/flotilla-dns-probe=${DNS_PROBE_FLAGS:-}"
 	log "kubectl --context $PREFIX-member$i apply --server-side -k (overlay of hack/agent-overlay.sh member$i)"
