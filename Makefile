@@ -40,9 +40,9 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, k
 
 .PHONY: build
 build: ## Build the hub and agent binaries and the kubectl plugin (kubectl flotilla) into bin/.
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/hub ./hub
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/agent ./agent
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-flotilla ./kubectl-flotilla
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN)/hub ./hub
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN)/agent ./agent
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-flotilla ./kubectl-flotilla
 
 # hack/image (go-containerregistry, no container runtime): bin/image is an
 # OCI layout, bin/image/flotilla.tar a docker-archive; the digest is printed.
@@ -50,6 +50,19 @@ build: ## Build the hub and agent binaries and the kubectl plugin (kubectl floti
 image: ## Build the image IMAGE (/hub, /agent; non-root, static, reproducible) into bin/image/ (OCI layout, flotilla.tar) and point kustomize/image at it.
 	go run ./hack/image --image $(IMAGE) --version $(VERSION) --commit $(COMMIT) $(if $(PLATFORMS),--platforms $(PLATFORMS)) \
 		--oci-layout $(BIN)/image --tarball $(BIN)/image/flotilla.tar $(if $(IMAGE_COMPONENT),--kustomize $(IMAGE_COMPONENT))
+
+# The same image from the top-level Dockerfile (bin/hub and bin/agent of
+# `make build`, the rootfs files hack/image embeds), with make image's
+# version, commit and SOURCE_DATE_EPOCH (default: the HEAD commit's time).
+# CONTAINER_BUILD: `docker build` (BuildKit), `podman build`, or
+# `buildah bud --identity-label=false --timestamp $$SOURCE_DATE_EPOCH`.
+CONTAINER_BUILD   ?= docker build
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct HEAD 2>/dev/null || echo 0)
+.PHONY: image-dockerfile
+image-dockerfile: build ## Build IMAGE from the Dockerfile with CONTAINER_BUILD (docker build): the same files and config as make image (hack/image TestDockerfile).
+	$(if $(filter $(ROOT)/bin,$(BIN)),,$(error the Dockerfile copies bin/hub and bin/agent: unset FLOTILLA_BIN))
+	$(CONTAINER_BUILD) -f Dockerfile -t $(IMAGE) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+		--build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) --build-arg CREATED=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ) .
 
 .PHONY: monitoring
 monitoring: ## Render the monitoring mixin (monitoring/mixin) into monitoring/prometheus-alerts.yaml, prometheusrule.yaml and dashboards/.

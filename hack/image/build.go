@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -33,13 +34,20 @@ const (
 
 // Contents of /etc/passwd and /etc/group: a name for uid 65532 (and root),
 // so tools that look the user up (and Go's os/user) find one. The home does
-// not exist on purpose: nothing in the image may write outside /tmp.
-const (
-	passwdFile = "root:x:0:0:root:/root:/sbin/nologin\n" +
-		"nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin\n"
-	groupFile = "root:x:0:\n" +
-		"nonroot:x:65532:\n"
+// not exist on purpose: nothing in the image may write outside /tmp. The
+// files under rootfs/ are the one source: the Dockerfile copies them too.
+var (
+	//go:embed rootfs/etc/passwd
+	passwdFile string
+	//go:embed rootfs/etc/group
+	groupFile string
 )
+
+// pathEnv is the one environment variable of the image: the PATH every
+// Dockerfile builder (BuildKit, buildah) gives an image made FROM scratch,
+// so the Dockerfile's image has the same config. Nothing in the image uses
+// it (no shell; the manifests run /hub and /agent by path).
+const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // versionPkg is where -ldflags -X stamps the version (the Makefile's LDFLAGS
 // say the same: keep them in step).
@@ -59,6 +67,15 @@ type buildInfo struct {
 // ldflags are the Makefile's LDFLAGS for info.
 func (b buildInfo) ldflags() string {
 	return fmt.Sprintf("-s -w -X %s.Version=%s -X %s.GitCommit=%s", versionPkg, b.Version, versionPkg, b.Commit)
+}
+
+// buildFlags are the `go build` flags of the binaries, the same as `make
+// build`'s (with CGO_ENABLED=0), so the Dockerfile, which copies make
+// build's bin/hub and bin/agent, ships the same bytes (TestMakeBuildFlags).
+// -buildvcs=false: the stamped version says which commit (and -dirty); VCS
+// info would make the binary depend on the checkout's state beyond that.
+func (b buildInfo) buildFlags() []string {
+	return []string{"-trimpath", "-buildvcs=false", "-ldflags", b.ldflags()}
 }
 
 // labels are the OCI annotation keys the image's config carries (the
@@ -111,11 +128,8 @@ func compile(ctx context.Context, root, dir string, p v1.Platform, info buildInf
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// -buildvcs=false: the stamped version says which commit (and
-			// -dirty); VCS info would make the binary depend on the
-			// checkout's state beyond that.
-			cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-				"-ldflags", info.ldflags(), "-o", filepath.Join(dir, bin), "./"+bin)
+			args := append(append([]string{"build"}, info.buildFlags()...), "-o", filepath.Join(dir, bin), "./"+bin)
+			cmd := exec.CommandContext(ctx, "go", args...)
 			cmd.Dir = root
 			cmd.Env = goEnv(os.Environ(), p)
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -248,6 +262,7 @@ func newImage(entries []entry, p v1.Platform, info buildInfo) (v1.Image, error) 
 	cfg.Author = ""
 	cfg.Config = v1.Config{
 		User:       userSpec,
+		Env:        []string{pathEnv},
 		Entrypoint: []string{"/hub"},
 		WorkingDir: "/",
 		Labels:     info.labels(),
