@@ -20,6 +20,9 @@ ARG VERSION=v0.0.0-dev
 ARG COMMIT=unknown
 ARG SOURCE=https://github.com/flotilla-io/flotilla
 ARG CREATED=1970-01-01T00:00:00Z
+# BuildKit's own: the image's created time (declared so that builders that
+# do not use it, buildah, do not warn about it).
+ARG SOURCE_DATE_EPOCH
 
 # Owned by root (COPY's default), like every file of the image.
 COPY --chmod=0755 bin/hub bin/agent /
