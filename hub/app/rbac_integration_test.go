@@ -339,7 +339,8 @@ func rbacPoll(timeout time.Duration, cond func() bool) error {
 // of that identity on the hub and, on a second apiserver as the member,
 // with a token of flotilla-system/flotilla-agent and the roles of
 // manifests/agent. A ConfigMap template reaches the member, the binding's
-// status says Scheduled and FullyApplied, the template mirrors it; and
+// status says Scheduled and FullyApplied, the template mirrors it, the
+// agent renews its hub token, and deleting the template removes it all; and
 // neither apiserver refused the hub or the agent a single request. A verb
 // the code uses and a shipped role lacks fails this test (the refused
 // request is listed), even where the flow would get by without it.
@@ -400,6 +401,9 @@ func TestHubAndAgentRunUnderTheShippedRBAC(t *testing.T) {
 	opts.LeaderElection.LeaseDuration, opts.LeaderElection.RenewDeadline, opts.LeaderElection.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	opts.ClusterStatusUpdateFrequency, opts.ClusterLeaseDuration = 200*time.Millisecond, 2*time.Second
 	opts.ClusterFailureThreshold, opts.ClusterSuccessThreshold = 4*time.Second, time.Second
+	// Renew the hub token every few seconds (a TokenRequest as the agent's
+	// hub identity, kept in the member Secret of manifests/agent/hub-token.yaml).
+	opts.HubTokenRenewFraction = 0.001
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +442,27 @@ func TestHubAndAgentRunUnderTheShippedRBAC(t *testing.T) {
 		t.Fatalf("the ConfigMap did not reach the member: %v", err)
 	}
 
+	if err := rbacPoll(30*time.Second, func() bool {
+		secret, err := member.Kube.CoreV1().Secrets("flotilla-system").Get(ctx, "flotilla-agent-hub-token", metav1.GetOptions{})
+		return err == nil && len(secret.Data) > 0
+	}); err != nil {
+		t.Errorf("the agent did not renew its hub token into the member Secret: %v", err)
+	}
+
+	// Deleting the template takes the binding, the Work and the member's
+	// ConfigMap with it: the hub deletes, the agent deletes on the member
+	// and releases the Work's finalizer.
+	if err := h.admin.WorkV1alpha1().ResourceTemplates("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbacPoll(45*time.Second, func() bool {
+		_, cmErr := member.Kube.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		_, rbErr := h.admin.WorkV1alpha1().ResourceBindings("default").Get(ctx, binding, metav1.GetOptions{})
+		_, workErr := h.admin.WorkV1alpha1().Works(ns).Get(ctx, workobjects.WorkName("default", binding), metav1.GetOptions{})
+		return apierrors.IsNotFound(cmErr) && apierrors.IsNotFound(rbErr) && apierrors.IsNotFound(workErr)
+	}); err != nil {
+		t.Fatalf("deleting the template left the member's ConfigMap, the binding or the Work: %v", err)
+	}
 	if v := h.rbacForbiddenWrites(t, "resourcebindings/status", "patch"); v != 0 {
 		t.Errorf("flotilla_hub_forbidden_writes_total counts %v refused status patches", v)
 	}
