@@ -74,8 +74,11 @@ func script(ctx context.Context, name string, args []string, env ...string) erro
 	return nil
 }
 
+// gitStatus is what git reports changed or untracked, ignored files aside,
+// where the documented commands write: the kustomizations (overlays, the
+// image Component) and the manifests.
 func gitStatus() string {
-	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=all").Output()
+	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=all", "--", "kustomize", "manifests").Output()
 	if err != nil {
 		return "git status: " + err.Error()
 	}
