@@ -105,7 +105,7 @@ down: ## Stop and delete everything `make up` started.
 	hack/local-down.sh
 
 .PHONY: test
-test: tools build verify test-integration test-e2e ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
+test: tools build verify test-integration test-e2e test-e2e-realnode ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no apiserver; promtool for the alert rule tests in monitoring/).
@@ -121,7 +121,7 @@ test-unit: ## Unit tests (no apiserver; promtool for the alert rule tests in mon
 # placements, pkg/hub/cachetransform), as Kubernetes' own integration tests do.
 .PHONY: test-integration
 test-integration: tools ## Integration tests against a real kube-apiserver (envtest).
-	KUBEBUILDER_ASSETS=$(BIN) KUBE_CACHE_MUTATION_DETECTOR=true go test $(GO_TEST_FLAGS) -p 4 -parallel 4 $$(go list ./... | grep -v '/e2e$$')
+	KUBEBUILDER_ASSETS=$(BIN) KUBE_CACHE_MUTATION_DETECTOR=true go test $(GO_TEST_FLAGS) -p 4 -parallel 4 $$(go list ./... | grep -v -E '/e2e(/realnode)?$$')
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) or kind.
@@ -129,6 +129,14 @@ test-e2e: tools build ## End-to-end Ginkgo suite; E2E_PROVIDER=local (default) o
 
 .PHONY: e2e
 e2e: test-e2e ## Alias of test-e2e.
+
+# Real kubelets on containerd, one network namespace per cluster
+# (hack/realnode-up.sh; needs root and containerd, else the suite says why
+# in one line and skips). Flotilla is installed as docs/install.md says:
+# make build, make image, kustomize, Cluster objects, hack/agent-overlay.sh.
+.PHONY: test-e2e-realnode
+test-e2e-realnode: tools ## End-to-end specs on real nodes: the built image under the shipped manifests and RBAC (e2e/realnode).
+	go test $(GO_TEST_FLAGS) -v -timeout 20m ./e2e/realnode/ -args -ginkgo.v
 
 # `make soak`: SOAK_SCHEDULES random fault schedules (seeds printed; replay one
 # with FLOTILLA_FAULT_SEED=N), SOAK_STEPS steps each.

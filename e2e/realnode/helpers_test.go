@@ -124,7 +124,7 @@ func tokenExpiry(token string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var claims struct {
-		Exp int64 `json:"exp"`
+		Exp int64  `json:"exp"`
 		Sub string `json:"sub"`
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil {

@@ -38,7 +38,7 @@ const (
 // member is one member cluster.
 type member struct {
 	Name, Context, NetNS string
-	Kube               kubernetes.Interface
+	Kube                 kubernetes.Interface
 }
 
 var (
@@ -95,6 +95,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		stateDir = dir
 	}
 
+	if testing.Short() {
+		Skip("realnode: skipped in -short mode (make test-e2e-realnode runs it)")
+	}
 	// One clear line when this machine cannot run real nodes.
 	check := exec.CommandContext(ctx, "bash", "-c", `ROOT="$1"; source "$1/hack/realnode-lib.sh"; realnode_preflight`, "-", root)
 	if out, err := check.CombinedOutput(); err != nil {
