@@ -44,8 +44,9 @@ cgroup_dirs() {
 	done
 }
 
-for k in $(seq 0 "$MEMBERS"); do
-	c=$(cluster_name "$k")
+# stop_cluster CLUSTER: every process of it and of its pods.
+stop_cluster() {
+	local c=$1 d sock f t name
 	d=$STATE_DIR/$c
 	sock=$RUN_DIR/$c/containerd.sock
 	# Thaw a cluster realnode-ctl.sh froze, or nothing below can stop it.
@@ -56,7 +57,11 @@ for k in $(seq 0 "$MEMBERS"); do
 	# The pods: their tasks through containerd, so the shims exit cleanly
 	# and remove their sockets.
 	if [ -S "$sock" ]; then
-		ctl=(ctr --address "$sock" -n k8s.io)
+		local ctl=(ctr --address "$sock" -n k8s.io)
+		# libcni caches each sandbox's results under /var/lib/cni by
+		# container ID (containerd's loopback network too): the IDs of
+		# this containerd's, whose sandboxes are not removed through CRI.
+		timeout 20 "${ctl[@]}" containers ls -q 2>/dev/null >"$d/container-ids" || true
 		for t in $(timeout 20 "${ctl[@]}" tasks ls -q 2>/dev/null); do
 			timeout 10 "${ctl[@]}" tasks kill -s SIGKILL "$t" >/dev/null 2>&1
 		done
@@ -73,7 +78,14 @@ for k in $(seq 0 "$MEMBERS"); do
 	done
 	# Shims of this containerd that outlived it.
 	pkill -KILL -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null
+	return 0
+}
+
+# The clusters side by side.
+for k in $(seq 0 "$MEMBERS"); do
+	stop_cluster "$(cluster_name "$k")" &
 done
+wait
 
 # Mounts under the state and run directories (pod volumes, rootfs, netns).
 for _ in 1 2 3; do
@@ -92,7 +104,16 @@ for k in $(seq 0 "$MEMBERS"); do
 	ip link del "${PREFIX}-${k}h" 2>/dev/null
 done
 ip link del "$BRIDGE" 2>/dev/null
+for k in $(seq 0 "$MEMBERS"); do
+	ids=$STATE_DIR/$(cluster_name "$k")/container-ids
+	[ -s "$ids" ] || continue
+	while read -r id; do
+		rm -f /var/lib/cni/results/*-"$id"-* 2>/dev/null
+	done <"$ids"
+done
 rm -f /var/lib/cni/results/"$PREFIX"-* 2>/dev/null
+# libcni's cache directories, when nothing else uses them.
+rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null
 
 if [ -f "$STATE_DIR/host-sysctls" ]; then
 	while IFS='=' read -r key value; do
