@@ -37,6 +37,12 @@ realnode_preflight() {
 		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 	done
 	[ -x /usr/lib/cni/bridge ] || missing+=(/usr/lib/cni/bridge)
+	# The clusters' cgroup roots and stop-cluster's freezer are cgroup v1's
+	# (the only hierarchy on the project's machines, ../shared/realnode.md).
+	if [ ! -d /sys/fs/cgroup/freezer ] || [ ! -d /sys/fs/cgroup/memory ]; then
+		echo "realnode: skipped: needs cgroup v1 hierarchies (freezer, memory) under /sys/fs/cgroup" >&2
+		return 1
+	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		echo "realnode: skipped: missing ${missing[*]} (apt-get install containerd runc containernetworking-plugins iptables conntrack iproute2 openssl)" >&2
 		return 1

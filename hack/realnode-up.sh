@@ -36,6 +36,12 @@ realnode_preflight || exit 2
 
 log() { printf '>> realnode: %s\n' "$*" >&2; }
 
+# Clusters of another checkout (or a run that was killed) hold the same
+# network namespaces, bridge and sockets: remove them first.
+if { [ -d "$RUN_DIR" ] || ip link show "$BRIDGE" >/dev/null 2>&1; } && [ ! -f "$STATE_DIR/kubeconfig" ]; then
+	log "removing leftovers of an earlier run (/run/$PREFIX, $BRIDGE)"
+	"$ROOT/hack/realnode-down.sh" || true
+fi
 mkdir -p "$STATE_DIR" "$RUN_DIR"
 "$ROOT/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns
 
