@@ -216,7 +216,7 @@ func (o *Options) printExplain(v ExplainView) error {
 	}
 	for _, n := range v.Notes {
 		fmt.Fprintln(out)
-		fmt.Fprintln(out, n)
+		fmt.Fprintln(out, printable(n))
 	}
 	return nil
 }

@@ -28,8 +28,10 @@ func (t *table) row(cells ...string) {
 		if c == "" {
 			cells[i] = none
 		}
-		// A tab or newline in a message would break the columns.
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(cells[i])
+		// Messages, reasons and names are often someone else's words (a
+		// member's agent, an event's author): no control characters reach
+		// the terminal, and no tab or newline breaks the columns.
+		cells[i] = printable(cells[i])
 	}
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
@@ -48,14 +50,14 @@ func age(now time.Time, t *metav1.Time) string {
 
 // heading starts a section of a multi-table view.
 func heading(out io.Writer, format string, args ...any) {
-	fmt.Fprintf(out, "\n"+format+"\n", args...)
+	fmt.Fprintf(out, "\n"+format+"\n", printableArgs(args)...)
 }
 
 // fields2 prints "Label:  value" lines aligned, as kubectl describe does.
 func fields2(out io.Writer, pairs [][2]string) error {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	for _, p := range pairs {
-		fmt.Fprintf(w, "%s\t%s\n", p[0], p[1])
+		fmt.Fprintf(w, "%s\t%s\n", p[0], printable(p[1]))
 	}
 	return w.Flush()
 }

@@ -17,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // maxReflectedStatus bounds the status of kinds without a built-in
 // interpreter that is copied to the hub; the largest fields of a larger one
-// are left out.
-const maxReflectedStatus = 16 << 10
+// (or of one with more than statuslimits.MaxStatusProperties fields, which
+// the Work CRD refuses) are left out.
+const maxReflectedStatus = statuslimits.MaxReflectedStatus
 
 // Health judges obj, which was applied successfully.
 func Health(obj *unstructured.Unstructured) workv1alpha1.ResourceHealth {
@@ -116,7 +118,7 @@ func ReflectStatus(obj *unstructured.Unstructured) *runtime.RawExtension {
 		status = trimmed
 	}
 	raw, err := json.Marshal(status)
-	if err == nil && len(raw) > maxReflectedStatus && keep == nil {
+	if err == nil && (len(raw) > maxReflectedStatus || len(status) > statuslimits.MaxStatusProperties) && keep == nil {
 		// A custom resource's status may hold something large (a Flink
 		// job's last reconciled spec) next to what matters (its
 		// checkpoint path, read by stateful failover): leave out the
@@ -130,7 +132,8 @@ func ReflectStatus(obj *unstructured.Unstructured) *runtime.RawExtension {
 }
 
 // withoutLargest returns status without its largest top-level fields, as
-// few as it takes for the rest to fit in limit bytes of JSON.
+// few as it takes for the rest to fit in limit bytes of JSON and
+// statuslimits.MaxStatusProperties fields.
 func withoutLargest(status map[string]any, limit int) map[string]any {
 	type field struct {
 		key  string
@@ -154,8 +157,8 @@ func withoutLargest(status map[string]any, limit int) map[string]any {
 		return fields[i].key < fields[j].key
 	})
 	out := map[string]any{}
-	for _, f := range fields {
-		if total <= limit {
+	for i, f := range fields {
+		if total <= limit && len(fields)-i <= statuslimits.MaxStatusProperties {
 			out[f.key] = status[f.key]
 			continue
 		}

@@ -56,6 +56,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // Condition reasons on a Work.
@@ -442,7 +443,9 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 		} else {
 			failed = append(failed, describe(r))
 		}
-		status.ManifestStatuses = append(status.ManifestStatuses, ms)
+		if len(status.ManifestStatuses) < statuslimits.MaxManifestStatuses { // the Work CRD admits no more
+			status.ManifestStatuses = append(status.ManifestStatuses, ms)
+		}
 	}
 	applied := metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
 		Reason: ReasonAppliedSuccessful, Message: fmt.Sprintf("%d manifests applied", len(results)), ObservedGeneration: work.Generation, LastTransitionTime: now}
@@ -782,11 +785,8 @@ func describe(r manifestResult) string {
 	return s
 }
 
-// bounded caps a condition message.
+// bounded caps a condition message to what the Work CRD admits (and the
+// hub reads), without control characters or invalid UTF-8.
 func bounded(s string) string {
-	const max = 4096
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
+	return statuslimits.Text(s, statuslimits.MaxConditionMessage)
 }

@@ -77,7 +77,7 @@ func PreservedLabels(tasks []workv1alpha1.GracefulEvictionTask, cluster string, 
 // for a Work being deleted (its copy is going; a new one starts afresh).
 func (c *Controller) recordedLabels(binding *workv1alpha1.ResourceBinding, cluster string) map[string]string {
 	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
-	if !exists {
+	if !exists || !workobjects.OwnsWork(binding, obj.(*workv1alpha1.Work)) {
 		return nil
 	}
 	w := obj.(*workv1alpha1.Work)

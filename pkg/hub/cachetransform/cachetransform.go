@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // AnnotationLastApplied is kubectl's client-side apply record: a second
@@ -17,7 +18,10 @@ const AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // Strip is the hub informers' cache.TransformFunc. It drops from every
 // object metadata.managedFields, from templates the kubectl last-applied
 // annotation, from bindings status.schedulingDecision, and from Works their
-// manifests, which it replaces by a digest (see DigestManifests). It
+// manifests, which it replaces by a digest (see DigestManifests). A Work's
+// status, which its member's agent writes and the hub does not trust, is
+// held to statuslimits' bounds (statuslimits.WorkStatus) before any hub
+// controller reads it. It
 // changes the object in place (client-go hands the transform a freshly
 // decoded object) and is idempotent.
 //
@@ -37,6 +41,8 @@ const AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 //   - Work manifests (a second copy of every template per target cluster):
 //     the binding controller compares a digest and writes a Work's spec
 //     whole from what it renders, never from the cache.
+//   - Work status: the agent writes it; the hub never writes a Work's
+//     status, and a Work Update ignores it.
 //
 // Nothing in the hub reads any of these from the cache: the binding
 // controller cleans managedFields out of the manifest it renders, which is
@@ -57,6 +63,7 @@ func Strip(obj any) (any, error) {
 		o.Status.SchedulingDecision = nil
 	case *workv1alpha1.Work:
 		DigestManifests(o.Spec.Workload.Manifests)
+		statuslimits.WorkStatus(&o.Status)
 	case *workv1alpha1.ResourceTemplate, *workv1alpha1.ClusterResourceTemplate:
 		if a := m.GetAnnotations(); a != nil {
 			if _, ok := a[AnnotationLastApplied]; ok {

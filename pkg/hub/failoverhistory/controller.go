@@ -327,7 +327,7 @@ func (c *Controller) oldCopies(binding *workv1alpha1.ResourceBinding) []workv1al
 			continue
 		}
 		w, err := c.works.Works(clusterlifecycle.Namespace(task.FromCluster)).Get(workobjects.WorkName(binding.Namespace, binding.Name))
-		if err != nil || w.DeletionTimestamp != nil || len(w.Status.ManifestStatuses) == 0 ||
+		if err != nil || w.DeletionTimestamp != nil || !workobjects.OwnsWork(binding, w) || len(w.Status.ManifestStatuses) == 0 ||
 			!meta.IsStatusConditionTrue(w.Status.Conditions, workv1alpha1.WorkConditionApplied) {
 			continue
 		}

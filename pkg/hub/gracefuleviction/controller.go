@@ -310,8 +310,8 @@ func (c *Controller) countOpen(context.Context) {
 // binding controller does not wait for it either).
 func (c *Controller) oldWorkGone(binding *workv1alpha1.ResourceBinding, cluster string) bool {
 	w, err := c.works.Works(clusterlifecycle.Namespace(cluster)).Get(workobjects.WorkName(binding.Namespace, binding.Name))
-	if apierrors.IsNotFound(err) {
-		return true
+	if apierrors.IsNotFound(err) || err == nil && !workobjects.OwnsWork(binding, w) {
+		return true // another binding's Work is not this binding's copy
 	}
 	if err != nil || w.DeletionTimestamp == nil {
 		return false
@@ -323,7 +323,7 @@ func (c *Controller) oldWorkGone(binding *workv1alpha1.ResourceBinding, cluster 
 // oldWorkLive: the cluster's Work exists and is not being deleted.
 func (c *Controller) oldWorkLive(binding *workv1alpha1.ResourceBinding, cluster string) bool {
 	w, err := c.works.Works(clusterlifecycle.Namespace(cluster)).Get(workobjects.WorkName(binding.Namespace, binding.Name))
-	return err == nil && w.DeletionTimestamp == nil
+	return err == nil && w.DeletionTimestamp == nil && workobjects.OwnsWork(binding, w)
 }
 
 // cluster is the named cluster, nil if it does not exist.

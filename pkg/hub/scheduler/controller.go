@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -486,18 +487,19 @@ func (c *Controller) event(binding *workv1alpha1.ResourceBinding, eventType, rea
 	}
 }
 
+// describe lists targets for the Scheduled message, "member1(2), member2(1)",
+// bounded however large the fleet: "…, and 37 more clusters" past
+// statuslimits.MaxSummary/2 characters (the rest of the message, the
+// blocked clusters, gets the other half).
 func describe(targets []workv1alpha1.TargetCluster) string {
-	s := ""
-	for i, t := range targets {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s(%d)", t.Name, t.Replicas)
-	}
-	if s == "" {
+	if len(targets) == 0 {
 		return "no cluster"
 	}
-	return s
+	parts := make([]string, 0, len(targets))
+	for _, t := range targets {
+		parts = append(parts, fmt.Sprintf("%s(%d)", t.Name, t.Replicas))
+	}
+	return statuslimits.Join(parts, ", ", statuslimits.MaxSummary/2, "clusters")
 }
 
 // setScheduled records the outcome in the binding's status; a failure is
@@ -509,6 +511,10 @@ func describe(targets []workv1alpha1.TargetCluster) string {
 func (c *Controller) setScheduled(ctx context.Context, binding *workv1alpha1.ResourceBinding, status metav1.ConditionStatus,
 	reason, message string, scheduledAt *time.Time, affinityName string, decision func() *workv1alpha1.SchedulingDecision, stage bindingstatus.Stage) error {
 	updated := binding.DeepCopy()
+	// Its parts are bounded where they are made (describe, the fit
+	// message); this only keeps a message that still grew too long from
+	// failing the whole status write.
+	message = statuslimits.Text(message, 2*statuslimits.MaxSummary)
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workv1alpha1.BindingConditionScheduled,
 		Status: status, Reason: reason, Message: message, ObservedGeneration: binding.Generation})
 	updated.Status.SchedulerObservedGeneration = binding.Generation

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -59,7 +60,7 @@ func DescribeBlocks(in Input) string {
 			parts = append(parts, b.Cluster+" until "+b.Until.UTC().Format(time.RFC3339))
 		}
 	}
-	return "blocked after an application failover: " + strings.Join(parts, ", ")
+	return "blocked after an application failover: " + statuslimits.Join(parts, ", ", statuslimits.MaxSummary/2, "clusters")
 }
 
 // withBlocks adds the blocked clusters and their ends to a FitError's

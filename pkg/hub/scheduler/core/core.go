@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +36,7 @@ import (
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // Input is everything a scheduling decision depends on.
@@ -446,16 +446,18 @@ func fitMessage(feasible, all int, reasons map[string]string, extra string) stri
 		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
 	sort.Strings(parts)
+	// One part per distinct reason: bounded however many there are.
+	joined := statuslimits.Join(parts, ", ", statuslimits.MaxSummary/2, "reasons")
 	if feasible == 0 {
 		msg := fmt.Sprintf("0/%d clusters are available", all)
 		if len(parts) > 0 {
-			msg += ": " + strings.Join(parts, ", ")
+			msg += ": " + joined
 		}
 		return msg + "."
 	}
 	msg := fmt.Sprintf("%d/%d clusters are available", feasible, all)
 	if len(parts) > 0 {
-		msg += " (" + strings.Join(parts, ", ") + ")"
+		msg += " (" + joined + ")"
 	}
 	return msg + ", but " + extra + "."
 }
