@@ -7,7 +7,6 @@
 package binding
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -506,6 +505,7 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 		}
 		annotations[overrides.AnnotationAppliedOverrides] = string(b)
 	}
+	settings := EffectiveSettings(binding, cluster.Name)
 	return &workv1alpha1.Work{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: workobjects.WorkName(binding.Namespace, binding.Name), Namespace: clusterlifecycle.Namespace(cluster.Name),
@@ -514,12 +514,14 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 			Finalizers:  []string{workv1alpha1.ExecutionFinalizer},
 		},
 		Spec: workv1alpha1.WorkSpec{
-			Workload:                    workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
-			SuspendDispatching:          suspended(binding.Spec.Suspension, cluster.Name),
-			PreserveResourcesOnDeletion: binding.Spec.PreserveResourcesOnDeletion,
-			// The CRD's defaults, spelled out so a stored Work compares equal.
-			ApplyStrategy:      cmp.Or(binding.Spec.ApplyStrategy, workv1alpha1.ApplyStrategyServerSideApply),
-			ConflictResolution: cmp.Or(binding.Spec.ConflictResolution, policyv1alpha1.ConflictAbort),
+			Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+			// The binding's policy's, merged with those of the workloads
+			// that need the object there (propagateDeps), safest first; the
+			// CRD's defaults spelled out so a stored Work compares equal.
+			SuspendDispatching:          settings.SuspendDispatching,
+			PreserveResourcesOnDeletion: settings.PreserveResourcesOnDeletion,
+			ApplyStrategy:               settings.ApplyStrategy,
+			ConflictResolution:          settings.ConflictResolution,
 		},
 	}, nil
 }

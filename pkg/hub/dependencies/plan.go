@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,7 +99,8 @@ func Resolve(ns string, ref workv1alpha1.DependencyReference, candidates []*work
 
 // Snapshot is what a dependency's binding records of the binding that
 // requires it: its clusters, with those it is still being gracefully
-// evicted from, so the dependency stays while the old copy does. Replicas
+// evicted from, so the dependency stays while the old copy does, and how
+// its policy has the members handle its objects. Replicas
 // are left out: a dependency has none, and a replica change must not touch
 // the dependencies.
 func Snapshot(b *workv1alpha1.ResourceBinding) workv1alpha1.BindingSnapshot {
@@ -111,7 +113,12 @@ func Snapshot(b *workv1alpha1.ResourceBinding) workv1alpha1.BindingSnapshot {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	snap := workv1alpha1.BindingSnapshot{Namespace: b.Namespace, Name: b.Name}
+	// How the dependent's policy says its objects are handled goes with
+	// it: the dependency is handled the same way on these clusters
+	// (binding.EffectiveSettings merges several dependents, safest first).
+	snap := workv1alpha1.BindingSnapshot{Namespace: b.Namespace, Name: b.Name,
+		PreserveResourcesOnDeletion: b.Spec.PreserveResourcesOnDeletion, ApplyStrategy: b.Spec.ApplyStrategy,
+		ConflictResolution: b.Spec.ConflictResolution, Suspension: b.Spec.Suspension.DeepCopy()}
 	for _, n := range names {
 		snap.Clusters = append(snap.Clusters, workv1alpha1.TargetCluster{Name: n})
 	}
@@ -124,7 +131,7 @@ func snapshotKey(s workv1alpha1.BindingSnapshot) string { return s.Namespace + "
 // binding), and whether that changed anything.
 func WithRequirement(requiredBy []workv1alpha1.BindingSnapshot, snap workv1alpha1.BindingSnapshot) ([]workv1alpha1.BindingSnapshot, bool) {
 	i := slices.IndexFunc(requiredBy, func(s workv1alpha1.BindingSnapshot) bool { return snapshotKey(s) == snapshotKey(snap) })
-	if i >= 0 && slices.Equal(requiredBy[i].Clusters, snap.Clusters) {
+	if i >= 0 && apiequality.Semantic.DeepEqual(requiredBy[i], snap) {
 		return requiredBy, false
 	}
 	out := slices.Clone(requiredBy)

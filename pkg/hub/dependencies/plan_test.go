@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -98,6 +99,20 @@ func TestSnapshot(t *testing.T) {
 		Clusters: []workv1alpha1.TargetCluster{{Name: "m1"}, {Name: "m2"}, {Name: "m3"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Snapshot = %+v, want %+v (the evicted-from cluster kept, replicas left out)", got, want)
+	}
+	// The dependent's policy settings go with it (issue 30).
+	b.Spec.PreserveResourcesOnDeletion = ptr.To(true)
+	b.Spec.ApplyStrategy, b.Spec.ConflictResolution = policyv1alpha1.ApplyStrategyReadOnly, policyv1alpha1.ConflictOverwrite
+	b.Spec.Suspension = &policyv1alpha1.Suspension{Dispatching: ptr.To(true)}
+	got = Snapshot(b)
+	want.PreserveResourcesOnDeletion, want.ApplyStrategy, want.ConflictResolution = ptr.To(true), policyv1alpha1.ApplyStrategyReadOnly, policyv1alpha1.ConflictOverwrite
+	want.Suspension = &policyv1alpha1.Suspension{Dispatching: ptr.To(true)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Snapshot = %+v, want %+v (the dependent's settings)", got, want)
+	}
+	if _, changed := WithRequirement([]workv1alpha1.BindingSnapshot{Snapshot(&workv1alpha1.ResourceBinding{ObjectMeta: b.ObjectMeta, Spec: workv1alpha1.ResourceBindingSpec{
+		Clusters: b.Spec.Clusters, GracefulEvictionTasks: b.Spec.GracefulEvictionTasks}})}, got); !changed {
+		t.Error("WithRequirement: a change of the dependent's settings alone changed nothing")
 	}
 }
 

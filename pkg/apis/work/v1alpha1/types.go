@@ -357,6 +357,27 @@ type BindingSnapshot struct {
 	// is still being gracefully evicted from.
 	// +optional
 	Clusters []TargetCluster `json:"clusters,omitempty"`
+
+	// PreserveResourcesOnDeletion, ApplyStrategy, ConflictResolution and
+	// Suspension are the dependent binding's (its policy's): the object is
+	// handled on the dependent's clusters as the dependent's policy says,
+	// and where several dependents (or the object's own policy) disagree
+	// the safest setting wins (preserve, ReadOnly over CreateOnly over
+	// ServerSideApply, suspended, Abort).
+	// +optional
+	PreserveResourcesOnDeletion *bool `json:"preserveResourcesOnDeletion,omitempty"`
+
+	// ApplyStrategy is the dependent binding's.
+	// +optional
+	ApplyStrategy policyv1alpha1.ApplyStrategy `json:"applyStrategy,omitempty"`
+
+	// ConflictResolution is the dependent binding's.
+	// +optional
+	ConflictResolution policyv1alpha1.ConflictResolution `json:"conflictResolution,omitempty"`
+
+	// Suspension is the dependent binding's.
+	// +optional
+	Suspension *policyv1alpha1.Suspension `json:"suspension,omitempty"`
 }
 
 // ObjectReference identifies a template's embedded object.

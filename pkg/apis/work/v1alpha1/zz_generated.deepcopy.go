@@ -65,6 +65,16 @@ func (in *BindingSnapshot) DeepCopyInto(out *BindingSnapshot) {
 		*out = make([]TargetCluster, len(*in))
 		copy(*out, *in)
 	}
+	if in.PreserveResourcesOnDeletion != nil {
+		in, out := &in.PreserveResourcesOnDeletion, &out.PreserveResourcesOnDeletion
+		*out = new(bool)
+		**out = **in
+	}
+	if in.Suspension != nil {
+		in, out := &in.Suspension, &out.Suspension
+		*out = new(policyv1alpha1.Suspension)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
