@@ -72,6 +72,7 @@ type Options struct {
 	ClusterMonitorPeriod      time.Duration
 	ClusterMonitorGracePeriod time.Duration
 	ClusterStartupGracePeriod time.Duration
+	ClusterWorkReleaseTimeout time.Duration
 	FailoverEvictionTimeout   time.Duration
 	UnhealthyClusterThreshold float64
 	ResourceEvictionRate      float64
@@ -116,6 +117,7 @@ func NewOptions() *Options {
 		ClusterMonitorPeriod:      5 * time.Second,
 		ClusterMonitorGracePeriod: 40 * time.Second,
 		ClusterStartupGracePeriod: 60 * time.Second,
+		ClusterWorkReleaseTimeout: clusterlifecycle.DefaultWorkReleaseTimeout,
 		FailoverEvictionTimeout:   5 * time.Minute,
 		UnhealthyClusterThreshold: 0.55,
 		ResourceEvictionRate:      0.5,
@@ -150,6 +152,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ClusterMonitorPeriod, "cluster-monitor-period", o.ClusterMonitorPeriod, "How often the fleet guard is recomputed; the upper bound of lateness in noticing a silent cluster.")
 	fs.DurationVar(&o.ClusterMonitorGracePeriod, "cluster-monitor-grace-period", o.ClusterMonitorGracePeriod, "How long a cluster's Lease may stand still before Ready turns Unknown.")
 	fs.DurationVar(&o.ClusterStartupGracePeriod, "cluster-startup-grace-period", o.ClusterStartupGracePeriod, "Grace for a cluster whose agent never renewed its Lease.")
+	fs.DurationVar(&o.ClusterWorkReleaseTimeout, "cluster-work-release-timeout", o.ClusterWorkReleaseTimeout,
+		"How long the agent of a deleted Ready cluster has to release its Works (delete their objects on the member) before the hub removes their finalizers and leaves the objects; a cluster that is not Ready has them removed at once.")
 	fs.DurationVar(&o.FailoverEvictionTimeout, "failover-eviction-timeout", o.FailoverEvictionTimeout, "How long Ready must be False or Unknown before the NoExecute taint; 0 disables NoExecute taints.")
 	fs.Float64Var(&o.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.UnhealthyClusterThreshold, "Share of not-Ready clusters of a region (with more than 2 clusters) at which the region is in a partial disruption: its clusters are evicted from at the secondary rate, or not at all at or below --large-fleet-size-threshold.")
 	fs.Float64Var(&o.ResourceEvictionRate, "resource-eviction-rate", o.ResourceEvictionRate, "Clusters per second (per region) whose workloads may start to be evicted in a healthy fleet; every workload on an admitted cluster moves together.")
@@ -181,8 +185,8 @@ func (o *Options) Validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	}
-	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 {
-		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period and the grace periods must be positive")
+	if o.ConcurrentClusterSyncs < 1 || o.ClusterMonitorPeriod <= 0 || o.ClusterMonitorGracePeriod <= 0 || o.ClusterStartupGracePeriod <= 0 || o.ClusterWorkReleaseTimeout <= 0 {
+		return fmt.Errorf("--concurrent-cluster-syncs, --cluster-monitor-period, the grace periods and --cluster-work-release-timeout must be positive")
 	}
 	if o.DefaultNotReadyTolerationSeconds < 0 || o.DefaultUnreachableTolerationSeconds < 0 || o.GracefulEvictionTimeout < 0 {
 		return fmt.Errorf("--default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds and --graceful-eviction-timeout must not be negative")
@@ -304,7 +308,7 @@ func Run(ctx context.Context, opts *Options) error {
 		recorder := clusterevents.Recorder(broadcaster.NewRecorder(flotillascheme.Scheme, corev1.EventSource{Component: "flotilla-hub"}))
 		clusters := factory.Cluster().V1alpha1().Clusters().Informer()
 		lifecycle := clusterlifecycle.NewController(clients.kube("cluster-lifecycle"), clients.flotilla("cluster-lifecycle"), clusters, kubeFactory,
-			clusterlifecycle.Options{Recorder: recorder, Metrics: hubMetrics})
+			clusterlifecycle.Options{Recorder: recorder, Metrics: hubMetrics, WorkReleaseTimeout: opts.ClusterWorkReleaseTimeout})
 		health := clusterhealth.NewController(clients.flotilla("cluster-health"), clusters, kubeFactory.Coordination().V1().Leases().Informer(), clusterhealth.Options{
 			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
 			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,

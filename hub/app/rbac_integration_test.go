@@ -65,7 +65,13 @@ type rbacHub struct {
 // until the test ends.
 func rbacStartHub(t *testing.T, tuneRole func(*rbacv1.ClusterRole), tune func(*app.Options)) *rbacHub {
 	t.Helper()
-	env := testenv.Start(t, testenv.WithAuditLog())
+	return rbacStartHubOn(t, testenv.Start(t, testenv.WithAuditLog()), tuneRole, tune)
+}
+
+// rbacStartHubOn is rbacStartHub on an apiserver the test started (with
+// testenv.WithAuditLog, and whatever else it needs).
+func rbacStartHubOn(t *testing.T, env *testenv.Env, tuneRole func(*rbacv1.ClusterRole), tune func(*app.Options)) *rbacHub {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rbacHubNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

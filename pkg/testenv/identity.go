@@ -24,6 +24,7 @@ type Option func(*settings)
 type settings struct {
 	auditLog     bool
 	auditLogPath string
+	controllers  []string // kube-controller-manager's; none: not started
 }
 
 // WithAuditLog makes the apiserver write an audit log (every request, at

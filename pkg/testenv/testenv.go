@@ -34,6 +34,8 @@ type Env struct {
 
 	env      *envtest.Environment
 	auditLog string
+	// controllerManager runs with WithControllerManager.
+	controllerManager *Process
 }
 
 // Start runs a fresh control plane for the test and stops it when the test
@@ -85,6 +87,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	e := &Env{Config: cfg, Kube: kube, Root: root, env: te, auditLog: set.auditLogPath}
 	if err := e.installNonCRDManifests(context.Background()); err != nil {
 		t.Fatalf("testenv: %v", err)
+	}
+	if len(set.controllers) > 0 {
+		e.startControllerManager(t, set.controllers)
 	}
 	return e
 }

@@ -1,8 +1,9 @@
 // Package clusterlifecycle is the hub's cluster controller: for every Cluster
 // it keeps the cluster's hub namespace (flotilla-es-<cluster>), the Lease the
 // agent renews there, and the agent's least-privilege identity, and it tears
-// them down when the Cluster is deleted — without letting a dead cluster's
-// Works hold the deletion forever (Karmada issue #1847).
+// them down when the Cluster is deleted, in an order that lets a live agent
+// release its Works (the identity goes last) and without letting a dead
+// cluster's Works hold the deletion forever (Karmada issue #1847).
 package clusterlifecycle
 
 import (
@@ -18,7 +19,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -81,8 +81,12 @@ type Options struct {
 	// ResyncPeriod re-checks every Cluster's objects against the caches;
 	// a check finds nothing to do without a single API request.
 	ResyncPeriod time.Duration
-	Recorder     record.EventRecorder
-	Metrics      *hubmetrics.Metrics
+	// WorkReleaseTimeout bounds how long a deleted Ready cluster's agent
+	// may take to release its Works (DefaultWorkReleaseTimeout if 0); a
+	// cluster that is not Ready has its Works released at once.
+	WorkReleaseTimeout time.Duration
+	Recorder           record.EventRecorder
+	Metrics            *hubmetrics.Metrics
 }
 
 // Controller reconciles Clusters.
@@ -113,6 +117,9 @@ func NewController(kube kubernetes.Interface, flotilla flotillaclient.Interface,
 	owned informers.SharedInformerFactory, opts Options) *Controller {
 	if opts.ResyncPeriod <= 0 {
 		opts.ResyncPeriod = DefaultResyncPeriod
+	}
+	if opts.WorkReleaseTimeout <= 0 {
+		opts.WorkReleaseTimeout = DefaultWorkReleaseTimeout
 	}
 	core, rbac := owned.Core().V1(), owned.Rbac().V1()
 	c := &Controller{kube: kube, flotilla: flotilla, opts: opts,
@@ -229,10 +236,13 @@ func (c *Controller) ensure(ctx context.Context, cluster *clusterv1alpha1.Cluste
 	existingNS, nsErr := c.namespaces.Get(ns)
 	if nsErr == nil && existingNS.DeletionTimestamp != nil {
 		// Nothing can be created in a terminating namespace (deleted by
-		// hand, or left by a deleted Cluster of the same name): its
-		// deletion event brings the cluster back; the retry is a backstop.
+		// hand, or left by an older hub's removal of a Cluster of the same
+		// name): its deletion event brings the cluster back; the retry is
+		// a backstop, and Works its agent cannot release (its identity
+		// goes with the namespace) lose their finalizers after the
+		// timeout, so the namespace does go.
 		c.queue.AddAfter(name, 5*time.Second)
-		return nil
+		return c.releaseStuckWorks(ctx, cluster)
 	}
 	repairing := nsErr == nil // the namespace was there: anything missing was removed
 	var done []string
@@ -371,55 +381,4 @@ func AgentClusterRules(cluster string) []rbacv1.PolicyRule {
 		{APIGroups: []string{clusterv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"clusters", "clusters/status"},
 			ResourceNames: []string{cluster}, Verbs: []string{"get", "update", "patch"}},
 	}
-}
-
-// teardown removes the cluster's namespace (Works, Lease, identity with it)
-// and then the finalizer. A cluster that is not Ready cannot release its
-// Works, so their finalizers are removed first: its member objects stay as
-// they are (the agent, if it ever returns, finds them orphaned and applies
-// its orphan grace period).
-func (c *Controller) teardown(ctx context.Context, cluster *clusterv1alpha1.Cluster) error {
-	if !slices.Contains(cluster.Finalizers, Finalizer) {
-		return nil
-	}
-	ns := Namespace(cluster.Name)
-	if !meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
-		works, err := c.flotilla.WorkV1alpha1().Works(ns).List(ctx, metav1.ListOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if works != nil {
-			for i := range works.Items {
-				w := &works.Items[i]
-				if !slices.Contains(w.Finalizers, workv1alpha1.ExecutionFinalizer) {
-					continue
-				}
-				w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == workv1alpha1.ExecutionFinalizer })
-				if _, err := c.flotilla.WorkV1alpha1().Works(ns).Update(ctx, w, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					return err
-				}
-			}
-			if len(works.Items) > 0 && c.opts.Recorder != nil {
-				c.opts.Recorder.Eventf(cluster, corev1.EventTypeWarning, "WorksAbandoned",
-					"cluster is not Ready: released %d Works without waiting for its agent; objects on the member are left as they are", len(works.Items))
-			}
-		}
-	}
-	// Deleting the namespace takes the Works (their finalizers run while the
-	// agent is alive), the Lease and the agent's ServiceAccount and Role with
-	// it; the namespace controller finishes that on its own, so the Cluster
-	// need not wait. A Cluster re-registered meanwhile waits for it.
-	err := c.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	// The ClusterRole, its binding and the events Role are owned by the
-	// Cluster: the garbage collector removes them with it.
-	updated := cluster.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == Finalizer })
-	_, err = c.flotilla.ClusterV1alpha1().Clusters().Update(ctx, updated, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }

@@ -33,6 +33,11 @@ var oneConfigMap = workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate
 
 func startController(t *testing.T, env *testenv.Env) flotillaclient.Interface {
 	t.Helper()
+	return startControllerWith(t, env, clusterlifecycle.Options{Recorder: record.NewFakeRecorder(100)})
+}
+
+func startControllerWith(t *testing.T, env *testenv.Env, opts clusterlifecycle.Options) flotillaclient.Interface {
+	t.Helper()
 	flotilla, err := flotillaclient.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +45,7 @@ func startController(t *testing.T, env *testenv.Env) flotillaclient.Interface {
 	factory := flotillainformers.NewSharedInformerFactory(flotilla, 0)
 	owned := informers.NewSharedInformerFactoryWithOptions(env.Kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterlifecycle.LabelCluster }))
-	c := clusterlifecycle.NewController(env.Kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), owned,
-		clusterlifecycle.Options{Recorder: record.NewFakeRecorder(100)})
+	c := clusterlifecycle.NewController(env.Kube, flotilla, factory.Cluster().V1alpha1().Clusters().Informer(), owned, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	owned.Start(ctx.Done())
@@ -255,37 +259,5 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "flotilla-agent-cluster-scope") {
 			t.Errorf("member1's agent must be refused by flotilla-agent-cluster-scope to %s, got %v", what, err)
 		}
-	}
-}
-
-// Deleting a Cluster whose agent is gone completes: its Works' finalizers are
-// released and its namespace deletion is started.
-func TestDeletingAClusterWithoutAnAgentCompletes(t *testing.T) {
-	env := testenv.Start(t)
-	flotilla := startController(t, env)
-	register(t, flotilla, env, "gone")
-	ctx := context.Background()
-	ns := clusterlifecycle.Namespace("gone")
-	if _, err := flotilla.WorkV1alpha1().Works(ns).Create(ctx, &workv1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns,
-		Finalizers: []string{workv1alpha1.ExecutionFinalizer}}, Spec: oneConfigMap}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := flotilla.ClusterV1alpha1().Clusters().Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := flotilla.ClusterV1alpha1().Clusters().Get(ctx, "gone", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatal("the Cluster was never deleted")
-	}
-	w, err := flotilla.WorkV1alpha1().Works(ns).Get(ctx, "stuck", metav1.GetOptions{})
-	if err == nil && len(w.Finalizers) > 0 {
-		t.Errorf("the dead cluster's Work still holds finalizers %v", w.Finalizers)
-	}
-	n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err == nil && n.DeletionTimestamp == nil {
-		t.Error("the cluster namespace is not being deleted")
 	}
 }
