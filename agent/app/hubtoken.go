@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"os"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -9,6 +10,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/agent/agentmetrics"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubconn"
 	"github.com/flotilla-io/flotilla/pkg/agent/hubtoken"
+	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 )
 
@@ -25,7 +27,23 @@ func newHubTokenRenewer(ctx context.Context, opts *Options, hubCfg *rest.Config,
 	}
 	return hubtoken.New(ctx, hubCfg, hubtoken.Options{
 		Cluster: opts.ClusterName, RenewFraction: opts.HubTokenRenewFraction, Lifetime: opts.HubTokenExpiration, Store: store,
+		Reload: func() (string, error) { return hubKubeconfigToken(opts.HubKubeconfig, opts.HubContext) },
 	})
+}
+
+// hubKubeconfigToken reads the bearer token the hub kubeconfig holds now:
+// inline, or in the token file it names (client-go's precedence: the file).
+// A kubeconfig mounted from a Secret changes in place when the Secret does.
+func hubKubeconfigToken(path, context string) (string, error) {
+	cfg, err := cmdutil.LoadKubeconfigFile(path, context)
+	if err != nil {
+		return "", err
+	}
+	if cfg.BearerTokenFile != "" {
+		data, err := os.ReadFile(cfg.BearerTokenFile)
+		return string(data), err
+	}
+	return cfg.BearerToken, nil
 }
 
 // startHubTokenRenewer runs the renewer in every agent process, leader or

@@ -3,7 +3,9 @@ package hubtoken
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,21 +49,37 @@ type Options struct {
 	Lifetime time.Duration
 	// Store persists the newest token; nil persists nothing.
 	Store Store
+	// Reload re-reads the token the hub kubeconfig holds now (the file, or
+	// the token file it names), so a token an admin hands out there is
+	// adopted without a restart; nil re-reads only the kubeconfig's token
+	// file, if it names one.
+	Reload func() (string, error)
 	// Clock; nil is the real one.
 	Clock clock.WithTicker
 }
+
+// recheckInterval spaces the re-reads a refused token triggers: every hub
+// client retries on its own, and each refusal would otherwise re-read.
+const recheckInterval = 2 * time.Second
 
 // Renewer holds the agent's hub token and renews it. It is the oauth2
 // TokenSource of every hub client (see New).
 type Renewer struct {
 	opts Options
-	// tokenFile is the kubeconfig's token file, re-read on every wake-up so
-	// a token an admin rotates there is still picked up; "" if inline.
-	tokenFile string
+	// reload reads the kubeconfig's token now; nil if it cannot be
+	// re-read (an inline token and no Options.Reload).
+	reload func() (string, error)
+	// kubeconfigRaw is the kubeconfig's token when last read: a different
+	// one is a credential an admin just handed out.
+	kubeconfigRaw string
+	// wake is signalled when the hub refuses a token (401).
+	wake chan struct{}
 
-	mu      sync.RWMutex
-	current Token
-	seen    time.Time // when current was adopted (its issue time if iat is missing)
+	mu       sync.RWMutex
+	current  Token
+	previous Token     // the token current replaced, a candidate again if current is refused
+	seen     time.Time // when current was adopted (its issue time if iat is missing)
+	rejected map[string]bool
 }
 
 // New reads the token of the hub credential in cfg and, if it is one this
@@ -96,7 +114,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Renewer, error) 
 		logger.Info("The hub token is not one the agent can renew; it must be rotated outside Flotilla", "reason", err.Error())
 		return nil, nil
 	}
-	r := &Renewer{opts: opts, tokenFile: cfg.BearerTokenFile}
+	r := &Renewer{opts: opts, reload: opts.Reload, kubeconfigRaw: tok.Raw, wake: make(chan struct{}, 1), rejected: map[string]bool{}}
+	if r.reload == nil && cfg.BearerTokenFile != "" {
+		file := cfg.BearerTokenFile
+		r.reload = func() (string, error) {
+			data, err := os.ReadFile(file)
+			return string(data), err
+		}
+	}
 	r.set(tok)
 	if opts.Store != nil {
 		r.adoptStored(ctx)
@@ -105,8 +130,51 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Renewer, error) 
 		"expires", r.Current().Expiry, "renewAt", RenewAt(r.Current(), opts.RenewFraction, r.seenAt()), "store", storeName(opts.Store))
 
 	cfg.BearerToken, cfg.BearerTokenFile = "", ""
+	// Inside the token source's transport (which sets the header): the
+	// hub's 401s, and the token they refused.
+	cfg.Wrap(r.watchRefusals)
 	cfg.Wrap(transport.TokenSourceWrapTransport(r))
 	return r, nil
+}
+
+// watchRefusals wraps the hub transport: a 401 Unauthorized answer marks the
+// token the request carried as refused and wakes Run, which looks for a
+// replacement (a ServiceAccount re-created by the hub has a new UID, and
+// the apiserver refuses every token of the old one).
+func (r *Renewer) watchRefusals(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusUnauthorized {
+			if raw, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
+				r.refused(raw)
+			}
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// refused records that the hub refused raw and wakes Run.
+func (r *Renewer) refused(raw string) {
+	r.mu.Lock()
+	if len(r.rejected) >= 16 {
+		clear(r.rejected) // bounded; a token refused again is recorded again
+	}
+	r.rejected[raw] = true
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Renewer) isRejected(raw string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.rejected[raw]
 }
 
 func storeName(s Store) string {
@@ -140,6 +208,9 @@ func (r *Renewer) seenAt() time.Time {
 func (r *Renewer) set(t Token) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if t.Raw != r.current.Raw {
+		r.previous = r.current
+	}
 	r.current, r.seen = t, r.opts.Clock.Now()
 }
 
@@ -177,14 +248,86 @@ func (r *Renewer) adoptStored(ctx context.Context) bool {
 	return r.adopt(t)
 }
 
-func (r *Renewer) adoptFile(ctx context.Context) bool {
-	data, err := os.ReadFile(r.tokenFile)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Re-reading the hub kubeconfig's token file", "path", r.tokenFile)
+// adoptKubeconfig re-reads the kubeconfig's token and, if an admin put a
+// different one there since the last read, adopts it when it is for
+// another ServiceAccount object (the hub re-created the agent's: the
+// admin's new credential is the one that works) or expires later, and has
+// not expired.
+func (r *Renewer) adoptKubeconfig(ctx context.Context) bool {
+	if r.reload == nil {
 		return false
 	}
-	t, err := Parse(string(data))
-	return err == nil && r.adopt(t)
+	raw, err := r.reload()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Re-reading the hub kubeconfig's token")
+		return false
+	}
+	raw = strings.TrimSpace(raw)
+	if raw == r.kubeconfigRaw {
+		return false
+	}
+	r.kubeconfigRaw = raw
+	t, err := Parse(raw)
+	if err != nil {
+		klog.FromContext(ctx).Info("Ignoring the hub kubeconfig's new credential", "reason", err.Error())
+		return false
+	}
+	return r.replaceWith(t)
+}
+
+// replaceWith switches to t if it is usable (not expired, not refused, not
+// the current token) and better: another identity, or the same one
+// expiring later.
+func (r *Renewer) replaceWith(t Token) bool {
+	cur := r.Current()
+	if t.IsZero() || t.Raw == cur.Raw || r.isRejected(t.Raw) || !t.Expiry.After(r.opts.Clock.Now()) {
+		return false
+	}
+	if t.SameIdentity(cur) && !t.Expiry.After(cur.Expiry) {
+		return false
+	}
+	r.set(t)
+	return true
+}
+
+// recover runs when the hub refused a token: if it refused the current one,
+// the first usable token of the kubeconfig (re-read even if unchanged),
+// the store, and the one used before replaces it.
+func (r *Renewer) recover(ctx context.Context) bool {
+	if r.adoptKubeconfig(ctx) {
+		return true
+	}
+	cur := r.Current()
+	if !r.isRejected(cur.Raw) {
+		return false // a refusal of a token already replaced
+	}
+	var candidates []Token
+	if r.reload != nil {
+		if raw, err := r.reload(); err == nil {
+			if t, err := Parse(raw); err == nil {
+				candidates = append(candidates, t)
+			}
+		}
+	}
+	if r.opts.Store != nil {
+		loadCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+		raw, err := r.opts.Store.Load(loadCtx)
+		cancel()
+		if err == nil && raw != "" {
+			if t, err := Parse(raw); err == nil {
+				candidates = append(candidates, t)
+			}
+		}
+	}
+	r.mu.RLock()
+	candidates = append(candidates, r.previous)
+	r.mu.RUnlock()
+	for _, t := range candidates {
+		if r.replaceWith(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Run renews the token until ctx is done. Every agent process runs it,
@@ -198,6 +341,7 @@ func (r *Renewer) Run(ctx context.Context, hub kubernetes.Interface, flotilla fl
 	events := &eventer{cluster: r.opts.Cluster, flotilla: flotilla, recorder: recorder}
 	var warned string // the token the ExpiringSoon warning was given for
 	failures := 0
+	var lastRecheck time.Time
 	for {
 		cur := r.Current()
 		if m != nil {
@@ -208,14 +352,41 @@ func (r *Renewer) Run(ctx context.Context, hub kubernetes.Interface, flotilla fl
 		if failures > 0 {
 			wait = RetryDelay(failures, cur.Expiry.Sub(now))
 		}
+		// A refusal wakes the loop, at most once per recheckInterval; one
+		// that comes sooner is handled when the interval is over.
+		wake, deferred := r.wake, false
+		if next := lastRecheck.Add(recheckInterval); now.Before(next) {
+			wake = nil
+			if next.Sub(now) < wait {
+				wait, deferred = next.Sub(now), true
+			}
+		}
 		timer := r.opts.Clock.NewTimer(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
+		case <-wake:
+			timer.Stop()
+			lastRecheck = r.opts.Clock.Now()
+			if r.recover(ctx) {
+				logger.Info("The hub refused the agent's token; using another one it has", "serviceAccount", r.Current().Namespace+"/"+r.Current().ServiceAccount,
+					"uid", r.Current().UID, "expires", r.Current().Expiry)
+				failures = 0
+			}
+			continue
 		case <-timer.C():
+			if deferred {
+				continue // the deferred refusal, not a renewal
+			}
 		}
-		if (r.opts.Store != nil && r.adoptStored(ctx)) || (r.tokenFile != "" && r.adoptFile(ctx)) {
+		if r.adoptKubeconfig(ctx) {
+			logger.Info("Using the new hub token of the kubeconfig", "serviceAccount", r.Current().Namespace+"/"+r.Current().ServiceAccount,
+				"uid", r.Current().UID, "expires", r.Current().Expiry)
+			failures = 0
+			continue
+		}
+		if r.opts.Store != nil && r.adoptStored(ctx) {
 			logger.Info("Using a newer hub token written by another process", "expires", r.Current().Expiry)
 			failures = 0
 			continue
