@@ -351,7 +351,7 @@ func Run(ctx context.Context, opts *Options) error {
 		historyCtl := failoverhistory.NewController(clients.flotilla("failover-history"), factory, failoverhistory.Options{
 			Metrics: historyMetrics, Recorder: recorder})
 		failbackCtl := failback.NewController(clients.flotilla("failback"), factory, failback.Options{
-			Guard: guard, Metrics: failbackMetrics, Recorder: recorder})
+			Guard: guard, Metrics: failbackMetrics, Recorder: recorder, EvictionHistoryTTL: opts.EvictionHistoryTTL})
 		rebalancerCtl := workloadrebalancer.NewController(clients.flotilla("workload-rebalancer"), factory, workloadrebalancer.Options{Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})

@@ -61,6 +61,10 @@ const (
 const (
 	guardRecheck = 5 * time.Second
 	limitRecheck = 30 * time.Second
+	// fitRecheck: a failback the scheduler would not place (ActionWaitFit)
+	// is looked at again this often (and on every cluster change); it
+	// costs a scheduler run, never a write.
+	fitRecheck = 30 * time.Second
 	// startedTimeout bounds how long a failback this controller wrote
 	// counts as in progress while the cache does not show it yet.
 	startedTimeout = time.Minute
@@ -94,6 +98,9 @@ type Options struct {
 	Clock    clock.Clock
 	Metrics  *Metrics
 	Recorder record.EventRecorder
+	// EvictionHistoryTTL is the scheduler's (--eviction-history-ttl), for
+	// the trial schedule that confirms a failback lands where it returns.
+	EvictionHistoryTTL time.Duration
 }
 
 // Controller is the failback controller.
@@ -325,7 +332,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
-	in := Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now}
+	in := Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now,
+		Schedule: CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now)}
 	d := Decide(in)
 	// The fleet-wide count lists every binding: only when a failback may
 	// start (the limit is Decide's last check), while we have failbacks in
@@ -355,6 +363,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, guardRecheck)
 	case ActionWaitLimit:
 		c.queue.AddAfter(key, limitRecheck)
+	case ActionWaitFit:
+		c.queue.AddAfter(key, fitRecheck)
 	}
 	if d.Action == ActionWaitGuard || d.Action == ActionWaitLimit {
 		if c.waiting[key] != string(d.Action) {

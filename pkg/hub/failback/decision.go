@@ -47,6 +47,11 @@ const (
 	ActionWaitGuard Action = "WaitGuard"
 	// ActionWaitLimit: maxConcurrent failbacks are already in progress.
 	ActionWaitLimit Action = "WaitLimit"
+	// ActionWaitFit: the scheduler would not place the workload on any
+	// cluster it would return to (Input.Schedule): a failback now would
+	// only land where it runs again. Re-checked on cluster changes and
+	// every recheck period, without writes.
+	ActionWaitFit Action = "WaitFit"
 	// ActionStart: fail back now, to Clusters.
 	ActionStart Action = "Start"
 )
@@ -67,6 +72,13 @@ type Input struct {
 	// the cluster was not fit until then. Missing entries add nothing.
 	UntaintedSince map[string]time.Time
 	Now            time.Time
+	// Schedule runs the scheduler on spec as the failback would leave it
+	// (history of the returning clusters gone, a fresh schedule asked) and
+	// returns the clusters it would place the workload on, or ok false when
+	// nothing fits (CoreSchedule). A failback starts only if the result
+	// includes a cluster it returns to. Nil confirms nothing: the workload
+	// then returns only to clusters its eviction history says it left.
+	Schedule func(spec *workv1alpha1.ResourceBindingSpec) (clusters []string, ok bool)
 }
 
 // Decision is the verdict on one binding.
@@ -128,10 +140,13 @@ func failureReason(reason string) bool {
 //     placement still selects (for clusterAffinities: the first term);
 //   - and when it runs on a later clusterAffinities term than the first:
 //     those of them in the first term, or, when the history no longer
-//     names any, every cluster of the first term it is not on.
-func Returning(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.ResourceBindingStatus, clusters map[string]*clusterv1alpha1.Cluster) []string {
+//     names any, every cluster of the first term it is not on. Those it
+//     never left (firstTerm true) are only candidates: the workload may
+//     never have fit there (issue 30), so Decide returns to them only when
+//     the scheduler confirms it would place the workload there.
+func Returning(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.ResourceBindingStatus, clusters map[string]*clusterv1alpha1.Cluster) (returning []string, firstTerm bool) {
 	if spec.Placement == nil {
-		return nil
+		return nil, false
 	}
 	placed := map[string]bool{}
 	for _, t := range spec.Clusters {
@@ -156,6 +171,7 @@ func Returning(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.Reso
 		}
 	}
 	if laterTerm && len(set) == 0 {
+		firstTerm = true
 		for name, c := range clusters {
 			if !placed[name] && c.DeletionTimestamp == nil && selects(c) {
 				set[name] = true
@@ -167,7 +183,7 @@ func Returning(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.Reso
 		out = append(out, name)
 	}
 	sort.Strings(out)
-	return out
+	return out, firstTerm
 }
 
 // unfit says why cluster c cannot take the workload back now, or "".
@@ -215,7 +231,10 @@ func Decide(in Input) Decision {
 	if fb == nil {
 		return Decision{Action: ActionNone, Message: "failback is not enabled"}
 	}
-	returning := Returning(in.Spec, in.Status, in.Clusters)
+	returning, firstTerm := Returning(in.Spec, in.Status, in.Clusters)
+	if firstTerm && in.Schedule == nil {
+		return Decision{Action: ActionNone, Message: "the workload left none of the first term's clusters, and no scheduler confirms it fits there"}
+	}
 	// failover.application.blockPredecessorSeconds wins: a failback never
 	// returns to a cluster still blocked after an application failure
 	// (0: never, until the history entry goes).
@@ -263,6 +282,26 @@ func Decide(in Input) Decision {
 		d.Message = fmt.Sprintf("waiting %s more for %s to be Ready for the %s stabilization window", wait.Round(time.Second), strings.Join(returning, ", "), window)
 		return d
 	}
+	lands := ""
+	if in.Schedule != nil {
+		// Ask the scheduler where the fresh schedule would land: a
+		// failback that lands where the workload runs (the first term does
+		// not fit, a returning cluster lacks what the placement needs)
+		// would be a hub write and a reschedule for nothing, every window.
+		trial := in.Spec.DeepCopy()
+		Apply(trial, in.Status.DeepCopy(), returning, in.Now)
+		targets, ok := in.Schedule(trial)
+		confirmed := slices.DeleteFunc(slices.Clone(returning), func(name string) bool { return !slices.Contains(targets, name) })
+		if !ok || len(confirmed) == 0 {
+			d.Action = ActionWaitFit
+			d.Message = fmt.Sprintf("the scheduler would not place the workload on %s now", strings.Join(returning, ", "))
+			return d
+		}
+		// Clusters stay all the returning ones: Apply must make the very
+		// spec the trial scheduled. One the scheduler leaves out loses its
+		// history entry, so it is no reason for another failback.
+		lands = "; the scheduler places it on " + strings.Join(targets, ", ")
+	}
 	if why := in.Guard.Disruption(); why != "" {
 		d.Action, d.Message = ActionWaitGuard, "the fleet guard sees a disruption: "+why
 		return d
@@ -273,8 +312,36 @@ func Decide(in Input) Decision {
 		return d
 	}
 	d.Action = ActionStart
-	d.Message = fmt.Sprintf("clusters %s have been Ready for the %s stabilization window", strings.Join(returning, ", "), window)
+	d.Message = fmt.Sprintf("clusters %s have been Ready for the %s stabilization window%s", strings.Join(d.Clusters, ", "), window, lands)
 	return d
+}
+
+// CoreSchedule is Input.Schedule for the scheduler core: the fresh
+// schedule the scheduler makes of a Failback request (first term first,
+// replicas divided from scratch), on the fleet clusters.
+func CoreSchedule(key string, clusters []*clusterv1alpha1.Cluster, observedAffinity string, evictionHistoryTTL time.Duration, now time.Time) func(*workv1alpha1.ResourceBindingSpec) ([]string, bool) {
+	return func(spec *workv1alpha1.ResourceBindingSpec) ([]string, bool) {
+		res, err := core.Schedule(core.Input{Key: key, Spec: spec, Clusters: clusters, Now: now,
+			EvictionHistoryTTL: evictionHistoryTTL, ObservedAffinityName: observedAffinity, Fresh: true})
+		if err != nil {
+			return nil, false
+		}
+		out := make([]string, 0, len(res.Clusters))
+		for _, t := range res.Clusters {
+			if t.Replicas > 0 || spec.Replicas == 0 || !divided(spec) {
+				out = append(out, t.Name)
+			}
+		}
+		return out, true
+	}
+}
+
+func divided(spec *workv1alpha1.ResourceBindingSpec) bool {
+	if spec.Placement == nil {
+		return false
+	}
+	rs := spec.Placement.ReplicaScheduling
+	return rs != nil && rs.ReplicaSchedulingType == policyv1alpha1.ReplicaSchedulingTypeDivided
 }
 
 func failbackOf(spec *workv1alpha1.ResourceBindingSpec) *policyv1alpha1.FailbackBehavior {
@@ -290,9 +357,20 @@ func failbackOf(spec *workv1alpha1.ResourceBindingSpec) *policyv1alpha1.Failback
 // again from scratch and removes or shrinks the other copies only through
 // graceful tasks. The trigger is later than the last schedule even at the
 // API's one-second precision.
+//
+// The history of a cluster the workload runs on again goes too (unless it
+// still blocks the cluster, blockPredecessorSeconds): the fresh schedule
+// would otherwise avoid it and move the whole workload to the returning
+// clusters, leaving that one as a cluster it "left", and the next window
+// would fail back there (ping-pong; found by TestFailbackProperty).
 func Apply(spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.ResourceBindingStatus, returning []string, now time.Time) {
+	blocks := workobjects.PredecessorBlocks(spec, now)
 	spec.EvictionHistory = slices.DeleteFunc(slices.Clone(spec.EvictionHistory), func(h workv1alpha1.EvictionHistoryEntry) bool {
-		return slices.Contains(returning, h.ClusterName)
+		if slices.Contains(returning, h.ClusterName) {
+			return true
+		}
+		placed := slices.ContainsFunc(spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == h.ClusterName })
+		return placed && !slices.ContainsFunc(blocks, func(b workobjects.PredecessorBlock) bool { return b.Cluster == h.ClusterName })
 	})
 	if len(spec.EvictionHistory) == 0 {
 		spec.EvictionHistory = nil

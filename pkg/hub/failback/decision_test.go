@@ -234,10 +234,39 @@ func TestDecideClusterAffinities(t *testing.T) {
 	now := t0.Add(time.Minute)
 
 	spec, status := base()
-	// On the backup term with no history left: the first term's clusters.
-	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now}); d.Action != ActionStart || !slices.Equal(d.Clusters, []string{"member1"}) {
-		t.Fatalf("later term: %+v, want Start to member1", d)
+	// On the backup term with no history left: the first term's clusters,
+	// only if the scheduler confirms it would place the workload there
+	// (issue 30: a first term that never fits looped a failback per window).
+	fits := func(where ...string) func(*workv1alpha1.ResourceBindingSpec) ([]string, bool) {
+		return func(trial *workv1alpha1.ResourceBindingSpec) ([]string, bool) {
+			if trial.RescheduleReason != workv1alpha1.EvictionReasonFailback {
+				t.Errorf("the trial schedule is not the failback's: %+v", trial)
+			}
+			return where, len(where) > 0
+		}
 	}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now, Schedule: fits("member1")}); d.Action != ActionStart || !slices.Equal(d.Clusters, []string{"member1"}) {
+		t.Fatalf("later term, the scheduler places it on member1: %+v, want Start to member1", d)
+	}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now, Schedule: fits("member2")}); d.Action != ActionWaitFit {
+		t.Fatalf("later term, the scheduler keeps it on the backup term: %+v, want WaitFit", d)
+	}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now, Schedule: fits()}); d.Action != ActionWaitFit {
+		t.Fatalf("later term, nothing fits: %+v, want WaitFit", d)
+	}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now}); d.Action != ActionNone {
+		t.Fatalf("later term, left nothing, no scheduler to confirm: %+v, want None", d)
+	}
+	// It left member1 (history): it returns without a scheduler, and with
+	// one only if the scheduler places it there.
+	spec.EvictionHistory = []workv1alpha1.EvictionHistoryEntry{{ClusterName: "member1", Reason: workv1alpha1.EvictionReasonTaintUntolerated, EvictedAt: metav1.NewTime(t0)}}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now}); d.Action != ActionStart {
+		t.Fatalf("left member1: %+v, want Start", d)
+	}
+	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now, Schedule: fits("member2")}); d.Action != ActionWaitFit {
+		t.Fatalf("left member1, the scheduler would not go back: %+v, want WaitFit", d)
+	}
+	spec, status = base()
 	// On the first term: nothing to do.
 	status.SchedulerObservedAffinityName = "primary"
 	if d := Decide(Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now}); d.Action != ActionNone {
