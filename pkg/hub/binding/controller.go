@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +47,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -65,6 +65,11 @@ const (
 	// object's apiVersion, kind, namespace or name: that cluster's Work is
 	// neither written nor changed (an existing one is kept as it was).
 	ReasonOverrideChangedIdentity = "OverrideChangedIdentity"
+	// ReasonWorkConflict is both the Warning event and the FullyApplied
+	// reason when the Work the binding maps to in a cluster's namespace
+	// belongs to another binding (workobjects.OwnsWork): that Work is
+	// neither written nor read for this binding.
+	ReasonWorkConflict = "WorkConflict"
 )
 
 const workIndex = "byBindingUID"
@@ -434,7 +439,12 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 				continue // created once the Directly-evicted copy is gone
 			}
 		}
-		ok, err := c.ensureWork(ctx, want)
+		ok, err := c.ensureWork(ctx, binding, want)
+		if conflict := (*workConflictError)(nil); errors.As(err, &conflict) {
+			overrideErrs[target.Name] = err
+			c.event(binding, "Warning", ReasonWorkConflict, fmt.Sprintf("cluster %s: %v", target.Name, err))
+			continue
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
 		}
@@ -551,8 +561,9 @@ func suspended(s *policyv1alpha1.Suspension, cluster string) *bool {
 
 // ensureWork creates want or brings the stored Work to it, changing only
 // what the hub owns (the agent owns the status and may add a finalizer).
-// It reports whether the stored Work is now want.
-func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (bool, error) {
+// It reports whether the stored Work is now want. A stored Work of that
+// name that another binding owns is left alone: a *workConflictError.
+func (c *Controller) ensureWork(ctx context.Context, binding *workv1alpha1.ResourceBinding, want *workv1alpha1.Work) (bool, error) {
 	obj, exists, err := c.works.GetByKey(want.Namespace + "/" + want.Name)
 	if err != nil {
 		return false, err
@@ -576,6 +587,9 @@ func (c *Controller) ensureWork(ctx context.Context, want *workv1alpha1.Work) (b
 		return true, nil
 	}
 	current := obj.(*workv1alpha1.Work)
+	if !workobjects.OwnsWork(binding, current) {
+		return false, &workConflictError{work: current}
+	}
 	if current.DeletionTimestamp != nil {
 		// Still being removed from its cluster (e.g. the cluster left the
 		// placement and came back); recreate it once it is gone.
@@ -668,7 +682,7 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 			continue
 		}
 		obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(t.FromCluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
-		if !exists {
+		if !exists || !workobjects.OwnsWork(binding, obj.(*workv1alpha1.Work)) {
 			continue
 		}
 		// An unreachable cluster's agent cannot confirm the removal; waiting
@@ -689,8 +703,9 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 	now := metav1.NewTime(c.opts.Clock.Now())
 	targets := renderTargets(binding)
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(targets))
+	share := statuslimits.StatusShare(len(targets))
 	for _, target := range targets {
-		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name], wants[target.Name])
+		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name], wants[target.Name], share)
 		if item.Health == workv1alpha1.ResourceUnhealthy {
 			item.UnhealthySince = &now
 			if prev := previousItem(binding, target.Name); prev != nil && prev.Health == workv1alpha1.ResourceUnhealthy && prev.UnhealthySince != nil {
@@ -766,10 +781,20 @@ func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1
 // informer may not have seen our update yet) and the agent has applied its
 // current generation: status from before a change says nothing about the
 // new placement (the replacement's old 2/2 is not the new 3/3).
-func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster string, overrideErr error, want *workv1alpha1.WorkSpec) workv1alpha1.AggregatedStatusItem {
+//
+// What the agent wrote is untrusted: the message is cut to
+// statuslimits.MaxClusterMessage characters and the status is left out
+// when it is larger than share bytes (statuslimits.StatusShare), so no
+// cluster's report can make the binding's status too large to write.
+func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster string, renderErr error, want *workv1alpha1.WorkSpec,
+	share int) workv1alpha1.AggregatedStatusItem {
 	item := workv1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: workv1alpha1.ResourceUnknown}
-	if overrideErr != nil {
-		item.AppliedMessage = "override policy failed: " + overrideErr.Error()
+	if conflict := (*workConflictError)(nil); errors.As(renderErr, &conflict) {
+		item.AppliedMessage = statuslimits.Text(renderErr.Error(), statuslimits.MaxClusterMessage)
+		return item
+	}
+	if renderErr != nil {
+		item.AppliedMessage = statuslimits.Text("override policy failed: "+renderErr.Error(), statuslimits.MaxClusterMessage)
 		return item
 	}
 	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
@@ -778,13 +803,20 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 		return item
 	}
 	w := obj.(*workv1alpha1.Work)
+	if !workobjects.OwnsWork(binding, w) {
+		item.AppliedMessage = statuslimits.Text((&workConflictError{work: w}).Error(), statuslimits.MaxClusterMessage)
+		return item
+	}
 	applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
 	switch {
 	case applied == nil:
 		item.AppliedMessage = MessageWaitingForAgent
 		return item
 	case applied.Status != metav1.ConditionTrue:
-		item.AppliedMessage = applied.Message
+		item.AppliedMessage = statuslimits.Text(applied.Message, statuslimits.MaxClusterMessage)
+		if item.AppliedMessage == "" {
+			item.AppliedMessage = "the agent reports the Work not applied"
+		}
 		return item
 	}
 	item.Applied = true
@@ -793,7 +825,7 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	}
 	if len(w.Status.ManifestStatuses) > 0 {
 		ms := w.Status.ManifestStatuses[0]
-		item.Status = ms.Status
+		item.Status = statuslimits.Status(ms.Status, share)
 		if ms.Health != "" && item.ObservedGeneration == binding.Generation {
 			item.Health = ms.Health
 		}
@@ -822,12 +854,18 @@ func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.Ag
 		return cond
 	}
 	sort.Strings(pending)
-	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotFullyApplied, strings.Join(pending, "; ")
-	// A refused identity change is the user's to fix, not a wait: say so
-	// in the reason.
+	// Each cluster's part is bounded (clusterStatus); the whole is too,
+	// however many clusters are pending.
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotFullyApplied,
+		statuslimits.Join(pending, "; ", statuslimits.MaxSummary, "clusters")
+	// A refused identity change or a Work of another binding is the
+	// user's to fix, not a wait: say so in the reason.
 	for _, err := range overrideErrs {
-		if identity := (*identityError)(nil); errors.As(err, &identity) {
+		if identity := (*identityError)(nil); errors.As(err, &identity) && cond.Reason != ReasonWorkConflict {
 			cond.Reason = ReasonOverrideChangedIdentity
+		}
+		if conflict := (*workConflictError)(nil); errors.As(err, &conflict) {
+			cond.Reason = ReasonWorkConflict
 		}
 	}
 	return cond

@@ -8,6 +8,7 @@ import (
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // identityError: the overrides of one cluster changed what object the Work
@@ -93,6 +94,24 @@ func checkIdentity(template, rendered *unstructured.Unstructured, applied *overr
 		return nil
 	}
 	return &identityError{changes: changes, overrides: culprits(applied)}
+}
+
+// workConflictError: the Work a binding maps to in a cluster's namespace
+// belongs to another binding (workobjects.OwnsWork). The hub neither
+// writes nor reads it for this binding; the user renames one of the two.
+type workConflictError struct {
+	work *workv1alpha1.Work
+}
+
+func (e *workConflictError) Error() string {
+	owner := workobjects.WorkOwner(e.work)
+	if owner == "" {
+		owner = "no binding (it names none)"
+	} else {
+		owner = "binding " + owner
+	}
+	return fmt.Sprintf("Work %s/%s belongs to %s, not to this one; it is neither written nor read for this binding until one of the two is renamed or the Work is removed",
+		e.work.Namespace, e.work.Name, owner)
 }
 
 // boundObject reports whether obj is the object the binding names: the

@@ -765,15 +765,23 @@ const (
 	ApplyStrategyReadOnly = policyv1alpha1.ApplyStrategyReadOnly
 )
 
-// WorkStatus is what an agent reports about a Work.
+// WorkStatus is what an agent reports about a Work. The hub takes it as
+// untrusted input: the bounds below (pkg/statuslimits, which the hub also
+// applies when it reads a Work) keep one member's report from growing what
+// the hub writes for everyone.
 type WorkStatus struct {
-	// Conditions are Applied and Available.
+	// Conditions are Applied and Available (at most 8; messages of at most
+	// 4096 characters).
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 4096)",message="a condition message has at most 4096 characters"
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ManifestStatuses are the status and health of each manifest's object.
+	// ManifestStatuses are the status and health of each manifest's object
+	// (at most 64).
+	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	ManifestStatuses []ManifestStatus `json:"manifestStatuses,omitempty"`
 }
@@ -795,8 +803,12 @@ type ManifestStatus struct {
 	// Identifier says which manifest and object this is.
 	Identifier ResourceIdentifier `json:"identifier"`
 
-	// Status is the object's trimmed .status.
+	// Status is the object's trimmed .status: at most 128 top-level
+	// fields (and 16 KiB of JSON, which the agent keeps to and the hub
+	// checks when it reads it: CRD validation cannot count bytes).
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=128
 	// +optional
 	Status *runtime.RawExtension `json:"status,omitempty"`
 
@@ -808,26 +820,33 @@ type ManifestStatus struct {
 // ResourceIdentifier identifies a manifest of a Work and its object.
 type ResourceIdentifier struct {
 	// Ordinal is the manifest's index in spec.workload.manifests.
+	// +kubebuilder:validation:Minimum=0
 	Ordinal int32 `json:"ordinal"`
 
 	// Group of the object.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Group string `json:"group,omitempty"`
 
 	// Version of the object.
+	// +kubebuilder:validation:MaxLength=63
 	Version string `json:"version"`
 
 	// Kind of the object.
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
 
 	// Resource is the object's plural resource name.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Resource string `json:"resource,omitempty"`
 
 	// Namespace of the object; empty for cluster-scoped objects.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
 	// Name of the object.
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
