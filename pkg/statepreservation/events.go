@@ -72,8 +72,22 @@ func oneLine(err error) string {
 // last status the hub saw of the copy there. What it carries, and each
 // rule it could not read, is reported on the binding and its template; a
 // rule that cannot be read is skipped: a failover never waits for state.
-func Carry(rec record.EventRecorder, binding *workv1alpha1.ResourceBinding, sp *policyv1alpha1.StatePreservation, cluster string) map[string]string {
+func Carry(rec record.EventRecorder, binding *workv1alpha1.ResourceBinding, sp *policyv1alpha1.StatePreservation, cluster string) (map[string]string, string) {
 	labels, err := ForEviction(sp, binding.Status.AggregatedStatus, cluster)
 	Report(rec, binding, cluster, labels, err)
-	return labels
+	return labels, Note(err)
+}
+
+// maxNote bounds what Note adds to an eviction task's message (at most
+// 1024 characters in all).
+const maxNote = 512
+
+// Note is what an eviction task's message says about state that was not
+// carried ("" when all was): it stays on the binding, in the task and then
+// in status.failoverHistory, after the event has gone.
+func Note(err error) string {
+	if err == nil {
+		return ""
+	}
+	return truncate("; state not carried: "+oneLine(err), maxNote)
 }

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,7 +73,30 @@ func validateRule(r policyv1alpha1.StatePreservationRule) error {
 	if _, err := parse(r); err != nil {
 		return err
 	}
+	if _, err := pattern(r); err != nil {
+		return err
+	}
 	return nil
+}
+
+// MaxPatternLength bounds a rule's valuePattern (the CRD says so too).
+const MaxPatternLength = 256
+
+// pattern compiles the rule's valuePattern, anchored so the whole value
+// must match; nil when the rule has none. RE2: matching is linear in the
+// value's length, whatever the pattern.
+func pattern(r policyv1alpha1.StatePreservationRule) (*regexp.Regexp, error) {
+	if r.ValuePattern == "" {
+		return nil, nil
+	}
+	if len(r.ValuePattern) > MaxPatternLength {
+		return nil, &RuleError{r.AliasLabelName, r.JSONPath, fmt.Sprintf("valuePattern is longer than %d characters", MaxPatternLength)}
+	}
+	re, err := regexp.Compile(`^(?:` + r.ValuePattern + `)$`)
+	if err != nil {
+		return nil, &RuleError{r.AliasLabelName, r.JSONPath, "valuePattern does not compile: " + err.Error()}
+	}
+	return re, nil
 }
 
 func parse(r policyv1alpha1.StatePreservationRule) (*jsonpath.JSONPath, error) {
@@ -162,6 +186,11 @@ func extractOne(r policyv1alpha1.StatePreservationRule, data any) (string, error
 	}
 	if len(s) > MaxValueLength {
 		return fail("value %q is %d bytes long, more than the %d a preserved value may have", truncate(s, 80), len(s), MaxValueLength)
+	}
+	// The value is what the member reported: a claim. The policy's
+	// pattern decides whether it is carried to other clusters.
+	if re, _ := pattern(r); re != nil && !re.MatchString(s) {
+		return fail("value %q does not match valuePattern %q; not carried", truncate(s, 80), r.ValuePattern)
 	}
 	return s, nil
 }

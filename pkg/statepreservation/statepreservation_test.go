@@ -17,6 +17,7 @@ limitations under the License.
 package statepreservation
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -162,5 +163,33 @@ func TestSplit(t *testing.T) {
 	}
 	if l, a := Split(nil); l != nil || a != nil {
 		t.Errorf("Split(nil) = %v, %v", l, a)
+	}
+}
+
+// Issue 30 item 6: the value is the member's claim; valuePattern decides
+// whether it is carried.
+func TestExtractValuePattern(t *testing.T) {
+	status := &runtime.RawExtension{Raw: []byte(`{"jobStatus":{"checkpointPath":"s3://attacker/loot","jobId":"b4a9e9c0c7a54e0d","n":42}}`)}
+	rules := []policyv1alpha1.StatePreservationRule{
+		{AliasLabelName: "ckpt", JSONPath: "{.jobStatus.checkpointPath}", ValuePattern: `s3://flink/checkpoints/[a-z]+/chk-[0-9]+`},
+		{AliasLabelName: "job", JSONPath: "{.jobStatus.jobId}", ValuePattern: `[0-9a-f]{16}`},
+		{AliasLabelName: "partial", JSONPath: "{.jobStatus.jobId}", ValuePattern: `b4a9`}, // anchored: a prefix is no match
+		{AliasLabelName: "n", JSONPath: "{.jobStatus.n}", ValuePattern: `[0-9]+`},
+		{AliasLabelName: "bad", JSONPath: "{.jobStatus.n}", ValuePattern: `(`},
+	}
+	got, err := Extract(rules, status)
+	if want := map[string]string{"job": "b4a9e9c0c7a54e0d", "n": "42"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("carried %v, want %v", got, want)
+	}
+	for _, s := range []string{`rule ckpt`, `"s3://attacker/loot" does not match valuePattern`, `rule partial`, `rule bad`, `valuePattern does not compile`} {
+		if err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("error %v does not say %q", err, s)
+		}
+	}
+	if Validate(rules[:4]) != nil || Validate(rules[4:]) == nil {
+		t.Error("Validate: a pattern that compiles is valid, one that does not is not")
+	}
+	if note := Note(err); !strings.HasPrefix(note, "; state not carried: ") || len(note) > maxNote {
+		t.Errorf("Note = %q", note)
 	}
 }

@@ -233,10 +233,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	stamp := metav1.NewTime(now)
 	for _, cluster := range evict {
+		state, stateNote := statepreservation.Carry(c.opts.Recorder, binding, behavior.StatePreservation, cluster)
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds, PreservedLabelState: statepreservation.Carry(c.opts.Recorder, binding, behavior.StatePreservation, cluster),
+			FromCluster: cluster, PurgeMode: purgeMode, GracePeriodSeconds: behavior.GracePeriodSeconds, PreservedLabelState: state,
 			Reason:   workv1alpha1.EvictionReasonApplicationFailure,
-			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds%s", cluster, toleration, note),
+			Message:  fmt.Sprintf("the application has been unhealthy on cluster %s for more than %ds%s%s", cluster, toleration, note, stateNote),
 			Producer: workv1alpha1.EvictionProducerApplicationFailover,
 		}, stamp)
 	}

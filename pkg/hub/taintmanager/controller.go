@@ -253,9 +253,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	stamp := metav1.NewTime(now)
 	for _, e := range evictions {
+		carried, stateNote := statepreservation.Carry(c.opts.Recorder, binding, state, e.cluster)
 		workobjects.EvictCluster(&updated.Spec, workv1alpha1.GracefulEvictionTask{
-			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated, PreservedLabelState: statepreservation.Carry(c.opts.Recorder, binding, state, e.cluster),
-			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate%s", e.cluster, describeTaint(e.taint), note),
+			FromCluster: e.cluster, PurgeMode: purgeMode, Reason: workv1alpha1.EvictionReasonTaintUntolerated, PreservedLabelState: carried,
+			Message:  fmt.Sprintf("cluster %s has taint %s, which the placement does not tolerate%s%s", e.cluster, describeTaint(e.taint), note, stateNote),
 			Producer: workv1alpha1.EvictionProducerTaintManager,
 		}, stamp)
 	}

@@ -488,6 +488,17 @@ type StatePreservationRule struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('{') && self.endsWith('}')",message="jsonPath must be a JSONPath template in braces, e.g. {.jobStatus.checkpointPath}"
 	JSONPath string `json:"jsonPath"`
+
+	// ValuePattern constrains the carried value: an RE2 regular expression
+	// (Go regexp syntax) the whole value must match, e.g.
+	// s3://flink/checkpoints/wordcount/chk-[0-9]+. The value is read from
+	// the status the member reported, so it is the member's claim: a value
+	// that does not match is not carried, and the failover says so (a
+	// Warning event StatePreservationFailed and the eviction's message).
+	// Empty carries any value.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ValuePattern string `json:"valuePattern,omitempty"`
 }
 
 // ApplicationFailoverBehavior says when an unhealthy application is moved
