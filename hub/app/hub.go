@@ -89,6 +89,9 @@ type Options struct {
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
 	GracefulEvictionTimeout             time.Duration
+	// Failback.
+	FailbackTimeout                   time.Duration
+	FailbackMaxConcurrentPerNamespace int
 	// Traffic.
 	ConcurrentMultiClusterIngressSyncs int
 	DNSTrafficAddress                  string
@@ -133,6 +136,8 @@ func NewOptions() *Options {
 		DefaultNotReadyTolerationSeconds:    600,
 		DefaultUnreachableTolerationSeconds: 600,
 		GracefulEvictionTimeout:             10 * time.Minute,
+		FailbackTimeout:                     failback.DefaultTimeout,
+		FailbackMaxConcurrentPerNamespace:   failback.DefaultMaxConcurrentPerNamespace,
 		ConcurrentMultiClusterIngressSyncs:  2,
 		DNSTrafficTTL:                       5 * time.Second,
 		DNSTrafficMaxInFlight:               1024,
@@ -165,6 +170,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
+	fs.DurationVar(&o.FailbackTimeout, "failback-timeout", o.FailbackTimeout,
+		"How long a failback may wait for its new placement to become healthy; then it is rolled back to the placement it had (Warning event FailbackRolledBack, a failover history item). 0 waits for good.")
+	fs.IntVar(&o.FailbackMaxConcurrentPerNamespace, "failback-max-concurrent-per-namespace", o.FailbackMaxConcurrentPerNamespace,
+		"Failbacks one namespace may have in progress at once, on top of each policy's fleet-wide maxConcurrent, so one tenant cannot take every slot. 0: no per-namespace cap.")
 	fs.Int64Var(&o.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", o.DefaultNotReadyTolerationSeconds,
 		"How long a workload whose placement has no toleration for the not-ready NoExecute taint stays on such a cluster.")
 	fs.Int64Var(&o.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", o.DefaultUnreachableTolerationSeconds,
@@ -193,6 +202,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
 		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
+	}
+	if o.FailbackTimeout < 0 || o.FailbackMaxConcurrentPerNamespace < 0 {
+		return fmt.Errorf("--failback-timeout and --failback-max-concurrent-per-namespace must not be negative")
 	}
 	if o.TemplateStatusHold < 0 || o.BindingStatusHold < 0 {
 		return fmt.Errorf("--template-status-hold and --binding-status-hold must not be negative")
@@ -351,7 +363,8 @@ func Run(ctx context.Context, opts *Options) error {
 		historyCtl := failoverhistory.NewController(clients.flotilla("failover-history"), factory, failoverhistory.Options{
 			Metrics: historyMetrics, Recorder: recorder})
 		failbackCtl := failback.NewController(clients.flotilla("failback"), factory, failback.Options{
-			Guard: guard, Metrics: failbackMetrics, Recorder: recorder, EvictionHistoryTTL: opts.EvictionHistoryTTL})
+			Guard: guard, Metrics: failbackMetrics, Recorder: recorder, EvictionHistoryTTL: opts.EvictionHistoryTTL,
+			Timeout: opts.FailbackTimeout, MaxConcurrentPerNamespace: opts.FailbackMaxConcurrentPerNamespace})
 		rebalancerCtl := workloadrebalancer.NewController(clients.flotilla("workload-rebalancer"), factory, workloadrebalancer.Options{Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})

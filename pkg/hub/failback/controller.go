@@ -18,6 +18,7 @@ package failback
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,10 @@ const (
 	// EventFailbackWaiting: a failback is due but waits for the fleet
 	// guard or the fleet-wide limit (recorded once per change).
 	EventFailbackWaiting = "FailbackWaiting"
+	// EventFailbackRolledBack (Warning): the failback's new placement did
+	// not become healthy within --failback-timeout; the old placement is
+	// back.
+	EventFailbackRolledBack = ReasonRolledBack
 )
 
 // Re-checks that no informer event announces. The guard is recomputed by
@@ -101,6 +106,13 @@ type Options struct {
 	// EvictionHistoryTTL is the scheduler's (--eviction-history-ttl), for
 	// the trial schedule that confirms a failback lands where it returns.
 	EvictionHistoryTTL time.Duration
+	// MaxConcurrentPerNamespace caps the failbacks in progress per
+	// namespace (--failback-max-concurrent-per-namespace; 0: no cap).
+	MaxConcurrentPerNamespace int
+	// Timeout bounds how long a failback waits for its new placement to
+	// become healthy before it is rolled back (--failback-timeout; 0:
+	// never).
+	Timeout time.Duration
 }
 
 // Controller is the failback controller.
@@ -332,7 +344,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
-	in := Input{Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now,
+	// A failback whose new placement has not become healthy in time is
+	// rolled back: it must not hold a slot (and two copies) for good.
+	if overdue, left := Overdue(&binding.Spec, c.opts.Timeout, now); overdue {
+		return c.rollback(ctx, key, binding, now)
+	} else if left > 0 {
+		c.queue.AddAfter(key, left)
+	}
+	in := Input{NamespaceLimit: c.opts.MaxConcurrentPerNamespace, Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now,
 		Schedule: CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now)}
 	d := Decide(in)
 	// The fleet-wide count lists every binding: only when a failback may
@@ -340,7 +359,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// flight, or while the last count was not zero (for the gauge).
 	total := 0
 	if d.Action == ActionStart || len(c.started) > 0 || c.counted > 0 {
-		total, in.InProgress = c.countInProgress(key, now)
+		total, in.InProgress, in.InNamespace = c.countInProgress(key, now)
 		c.counted = total
 		if c.opts.Metrics != nil {
 			c.opts.Metrics.InProgress.Set(float64(total))
@@ -402,8 +421,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // countInProgress counts the failbacks in progress fleet-wide: all of them
 // and those of bindings other than key. A failback this controller wrote
 // counts even before the cache shows it. Called with mu held.
-func (c *Controller) countInProgress(key string, now time.Time) (total, others int) {
+func (c *Controller) countInProgress(key string, now time.Time) (total, others, sameNamespace int) {
 	seen := map[string]bool{}
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
 	count := func(k string, spec *workv1alpha1.ResourceBindingSpec, status *workv1alpha1.ResourceBindingStatus) {
 		at, started := c.started[k]
 		if started && (spec.RescheduleTriggeredAt != nil && !spec.RescheduleTriggeredAt.Time.Before(at) || now.Sub(at) > startedTimeout) {
@@ -418,6 +438,9 @@ func (c *Controller) countInProgress(key string, now time.Time) (total, others i
 		total++
 		if k != key {
 			others++
+			if kns, _, _ := cache.SplitMetaNamespaceKey(k); kns == ns {
+				sameNamespace++
+			}
 		}
 	}
 	rbs, _ := c.bindings.Namespaced.List(labels.Everything())
@@ -434,7 +457,38 @@ func (c *Controller) countInProgress(key string, now time.Time) (total, others i
 			delete(c.started, k)
 		}
 	}
-	return total, others
+	return total, others, sameNamespace
+}
+
+// rollback undoes binding's overdue failback (Rollback) in one update and
+// reports it: a Warning event on the binding, and the eviction-history
+// entries of reason FailbackRolledBack, from which the failover history
+// makes an item. Called with mu held.
+func (c *Controller) rollback(ctx context.Context, key string, binding *workv1alpha1.ResourceBinding, now time.Time) error {
+	updated := binding.DeepCopy()
+	spec := &updated.Spec
+	left := Rollback(spec, now)
+	if _, err := c.bindings.Update(ctx, updated); err != nil {
+		return err
+	}
+	delete(c.started, key)
+	msg := fmt.Sprintf("Failback rolled back: the new placement did not become healthy within %s (--failback-timeout); back on %s", c.opts.Timeout, describeTargets(spec.Clusters))
+	if len(left) > 0 {
+		msg += "; left " + strings.Join(left, ", ") + " (the scheduler avoids it for a while, and failback does not return to it until another failure)"
+	}
+	klog.FromContext(ctx).Info("Failback rolled back", "binding", key, "left", left)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(binding, corev1.EventTypeWarning, EventFailbackRolledBack, msg)
+	}
+	return nil
+}
+
+func describeTargets(targets []workv1alpha1.TargetCluster) string {
+	parts := make([]string, 0, len(targets))
+	for _, t := range targets {
+		parts = append(parts, fmt.Sprintf("%s(%d)", t.Name, t.Replicas))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (c *Controller) forget(key string) {

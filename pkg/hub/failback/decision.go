@@ -66,6 +66,11 @@ type Input struct {
 	// InProgress is the number of failbacks in progress fleet-wide,
 	// this binding's excluded.
 	InProgress int
+	// InNamespace is the number of those of the binding's namespace
+	// ("" for cluster-scoped bindings), and NamespaceLimit how many one
+	// namespace may have (0: no per-namespace limit): one tenant cannot
+	// take the fleet's failback slots.
+	InNamespace, NamespaceLimit int
 	// UntaintedSince is when the hub last saw each cluster lose its last
 	// NoSchedule/NoExecute taint (or first saw it without one): a taint
 	// removed while Ready stayed True leaves no trace on the Cluster, yet
@@ -131,7 +136,7 @@ func pendingReschedule(spec *workv1alpha1.ResourceBindingSpec, status *workv1alp
 // application), which a failback undoes. A rebalance or failback is where
 // the workload was asked to go.
 func failureReason(reason string) bool {
-	return reason != workv1alpha1.EvictionReasonRebalance && reason != workv1alpha1.EvictionReasonFailback
+	return reason != workv1alpha1.EvictionReasonRebalance && reason != workv1alpha1.EvictionReasonFailback && reason != ReasonRolledBack
 }
 
 // Returning lists the clusters the workload would fail back to, sorted:
@@ -309,6 +314,11 @@ func Decide(in Input) Decision {
 	if limit := MaxConcurrent(fb); in.InProgress >= limit {
 		d.Action = ActionWaitLimit
 		d.Message = fmt.Sprintf("%d failbacks are in progress fleet-wide (maxConcurrent %d)", in.InProgress, limit)
+		return d
+	}
+	if in.NamespaceLimit > 0 && in.InNamespace >= in.NamespaceLimit {
+		d.Action = ActionWaitLimit
+		d.Message = fmt.Sprintf("%d failbacks of this namespace are in progress (--failback-max-concurrent-per-namespace %d)", in.InNamespace, in.NamespaceLimit)
 		return d
 	}
 	d.Action = ActionStart

@@ -2,6 +2,7 @@ package failback
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,5 +367,48 @@ func TestDecideWindowCountsFromTaintRemoval(t *testing.T) {
 	in.Now = removed.Add(time.Minute)
 	if d := Decide(in); d.Action != ActionStart {
 		t.Fatalf("Decide = %+v, want Start a window after the taint went", d)
+	}
+}
+
+func TestOverdueAndRollback(t *testing.T) {
+	created := metav1.NewTime(t0)
+	spec := workv1alpha1.ResourceBindingSpec{
+		Replicas: 3,
+		Clusters: []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 1}, {Name: "member2", Replicas: 2}},
+		GracefulEvictionTasks: []workv1alpha1.GracefulEvictionTask{{FromCluster: "member2", Replicas: ptr.To[int32](3), Reason: workv1alpha1.EvictionReasonFailback,
+			Producer: workv1alpha1.EvictionProducerScheduler, ClustersBeforeFailover: []string{"member2"}, CreationTimestamp: &created}},
+	}
+	if overdue, left := Overdue(&spec, time.Minute, t0.Add(20*time.Second)); overdue || left != 40*time.Second {
+		t.Fatalf("Overdue at 20s = %v, %v; want false, 40s", overdue, left)
+	}
+	if overdue, _ := Overdue(&spec, 0, t0.Add(time.Hour)); overdue {
+		t.Fatal("timeout 0 never rolls back")
+	}
+	if overdue, _ := Overdue(&spec, time.Minute, t0.Add(time.Minute)); !overdue {
+		t.Fatal("not overdue after the timeout")
+	}
+	left := Rollback(&spec, t0.Add(time.Minute))
+	if !slices.Equal(left, []string{"member1"}) || len(spec.Clusters) != 1 || spec.Clusters[0] != (workv1alpha1.TargetCluster{Name: "member2", Replicas: 3}) ||
+		len(spec.GracefulEvictionTasks) != 0 || len(spec.EvictionHistory) != 1 || spec.EvictionHistory[0].Reason != ReasonRolledBack {
+		t.Fatalf("Rollback: left %v, spec %+v", left, spec)
+	}
+	// A rolled-back failback is no failure to return from.
+	status := workv1alpha1.ResourceBindingStatus{}
+	spec.Placement = &policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}}
+	if r, _ := Returning(&spec, &status, map[string]*clusterv1alpha1.Cluster{"member1": readyCluster("member1", t0, ""), "member2": readyCluster("member2", t0, "")}); len(r) != 0 {
+		t.Fatalf("Returning after a rollback = %v, want none", r)
+	}
+}
+
+func TestDecideNamespaceLimit(t *testing.T) {
+	spec, status := failedOver()
+	clusters := map[string]*clusterv1alpha1.Cluster{"member1": readyCluster("member1", t0, ""), "member2": readyCluster("member2", t0.Add(-time.Hour), "")}
+	in := Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: t0.Add(time.Hour), InNamespace: 1, NamespaceLimit: 1}
+	if d := Decide(in); d.Action != ActionWaitLimit || !strings.Contains(d.Message, "of this namespace") {
+		t.Fatalf("namespace at its cap: %+v, want WaitLimit", d)
+	}
+	in.NamespaceLimit = 2
+	if d := Decide(in); d.Action != ActionStart {
+		t.Fatalf("namespace under its cap: %+v, want Start", d)
 	}
 }
