@@ -34,11 +34,13 @@ func TestAlertMetricsFollowWorksAndTaints(t *testing.T) {
 	}
 	metricsAddr := l.Addr().String()
 	l.Close()
-	ctx, fc := startHubWith(t, func(o *app.Options) {
+	// The namespace controller (kube-controller-manager) removes a deleted
+	// cluster's namespace, which its removal waits for.
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) {
 		o.MetricsBindAddress = metricsAddr
 		// The test writes Ready as an agent would; no Lease renewals.
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
-	})
+	}, testenv.WithControllerManager())
 	createReadyClusters(t, ctx, fc, "member1", "member2")
 
 	ns := "default"

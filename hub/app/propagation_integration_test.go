@@ -325,9 +325,9 @@ func startHubWith(t *testing.T, tune func(*app.Options)) (context.Context, floti
 
 // startHubEnv is startHubWith that also returns the control plane, for tests
 // that change the API itself.
-func startHubEnv(t *testing.T, tune func(*app.Options)) (*testenv.Env, context.Context, flotillaclient.Interface) {
+func startHubEnv(t *testing.T, tune func(*app.Options), envOpts ...testenv.Option) (*testenv.Env, context.Context, flotillaclient.Interface) {
 	t.Helper()
-	env := testenv.Start(t)
+	env := testenv.Start(t, envOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := app.NewOptions()
 	opts.Kubeconfig = env.KubeconfigFor(t, env.Config)
