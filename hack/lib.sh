@@ -74,3 +74,86 @@ start_process() {
 	setsid nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
 	echo $! >"$PID_DIR/$name.pid"
 }
+
+# duration_seconds DURATION: a Go duration (30s, 1m, 1m30s, 1h, 500ms) in
+# whole seconds, rounded up; a bare number is seconds.
+duration_seconds() {
+	local d=$1 total_ms=0 n unit
+	[[ $d =~ ^[0-9]+$ ]] && { echo "$d"; return; }
+	while [[ $d =~ ^([0-9]+)(ms|h|m|s)(.*)$ ]]; do
+		n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]} d=${BASH_REMATCH[3]}
+		case $unit in
+		ms) total_ms=$((total_ms + n)) ;;
+		s) total_ms=$((total_ms + n * 1000)) ;;
+		m) total_ms=$((total_ms + n * 60000)) ;;
+		h) total_ms=$((total_ms + n * 3600000)) ;;
+		esac
+	done
+	[ -z "$d" ] || die "cannot read the duration $1"
+	echo $(((total_ms + 999) / 1000))
+}
+
+# flag_value NAME DEFAULT ARGS...: the value of the last --NAME=VALUE or
+# --NAME VALUE among ARGS, else DEFAULT.
+flag_value() {
+	local name=$1 value=$2
+	shift 2
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--"$name"=*) value=${1#*=} ;;
+		--"$name") [ $# -lt 2 ] || { value=$2; shift; } ;;
+		esac
+		shift
+	done
+	echo "$value"
+}
+
+# members_ready_timeout AGENT_ARGS...: how long, in seconds, members may take
+# to be Ready and untainted on the hub after their agents (re)started. A new
+# agent leader continues from the Ready condition on the hub: a member that
+# was down (Ready False, or Unknown from the hub, with its taint) turns True
+# only after --cluster-success-threshold of healthy probes, seen at the
+# probes every --cluster-status-update-frequency, and only once a leader
+# holds the member's election Lease (a predecessor that could not release
+# it holds it for --leader-elect-lease-duration). One failed probe on a busy
+# machine starts the threshold over, so twice that, plus the hub's own
+# election (it removes the taint) and a margin. READY_TIMEOUT (seconds)
+# overrides it.
+members_ready_timeout() {
+	if [ -n "${READY_TIMEOUT:-}" ]; then
+		echo "$READY_TIMEOUT"
+		return
+	fi
+	local lease success period
+	lease=$(duration_seconds "$(flag_value leader-elect-lease-duration 15s "$@")")
+	success=$(duration_seconds "$(flag_value cluster-success-threshold 30s "$@")")
+	period=$(duration_seconds "$(flag_value cluster-status-update-frequency 10s "$@")")
+	echo $((2 * (lease + success + period) + 15 + 10))
+}
+
+# wait_members_ready TIMEOUT: wait until each of the MEMBERS Clusters on the
+# hub ($PREFIX-hub in $KUBECONFIG_OUT) is Ready=True without taints, for up
+# to TIMEOUT seconds of wall-clock time, logging every change of what the
+# hub shows.
+wait_members_ready() {
+	local timeout=$1 deadline out last=""
+	deadline=$((SECONDS + timeout))
+	while :; do
+		out=$("$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-hub" get clusters --request-timeout=10s \
+			-o jsonpath='{range .items[*]}{.metadata.name}{" Ready="}{.status.conditions[?(@.type=="Ready")].status}{" "}{.spec.taints[*].key}{"\n"}{end}' 2>/dev/null || true)
+		if [ "$(grep -cE ' Ready=True $' <<<"$out")" = "$MEMBERS" ]; then
+			return 0
+		fi
+		if [ "$out" != "$last" ]; then
+			# What is still pending, e.g. "member1 Ready=Unknown cluster.flotilla.io/unreachable".
+			log "  not yet: $(grep -vE ' Ready=True $' <<<"$out" | paste -sd ';' - | sed 's/;/; /g')"
+			last=$out
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			log "members not Ready and untainted after ${timeout}s:"
+			printf '%s\n' "$out" >&2
+			return 1
+		fi
+		sleep 1
+	done
+}

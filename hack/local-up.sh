@@ -301,15 +301,13 @@ done
 # A workload applied while a member still carries its start-up not-ready
 # taint would be placed without it (and stay there: a Divided workload is
 # not spread onto clusters that become fit later, see docs/failover.md).
-log "waiting for every member to be Ready and untainted"
-ok="" out=""
-for _ in $(seq 1 300); do
-	out=$("$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" --context "$PREFIX-hub" get clusters \
-		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{" "}{.spec.taints}{"\n"}{end}' 2>/dev/null || true)
-	if [ "$(grep -c ' True $' <<<"$out")" = "$MEMBERS" ]; then ok=1 && break; fi
-	sleep 0.2
-done
-[ -n "$ok" ] || die "members not Ready and untainted after 60s: $out; logs are in $LOG_DIR"
+# A member whose agents restart while it is not Ready (it was just stopped
+# and started, so the hub marked it Unknown) turns Ready only after the
+# agents' success threshold: the deadline follows the agents' flags
+# (members_ready_timeout in hack/lib.sh), not a fixed minute.
+ready_timeout=$(members_ready_timeout "${agent_flags[@]}")
+log "waiting for every member to be Ready and untainted (up to ${ready_timeout}s)"
+wait_members_ready "$ready_timeout" || die "members not Ready and untainted after ${ready_timeout}s; logs are in $LOG_DIR"
 
 cat <<EOF
 
