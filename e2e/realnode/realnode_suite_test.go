@@ -143,6 +143,29 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 }, NodeTimeout(20*time.Minute))
 
+// When a spec fails, what the clusters looked like goes into its output:
+// CI keeps nothing else (realnode-down.sh removes the clusters).
+var _ = AfterEach(func(ctx SpecContext) {
+	if !CurrentSpecReport().Failed() || kubeconfig == "" {
+		return
+	}
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	for _, args := range [][]string{
+		{"--context", hubContext, "get", "clusters", "-o", "wide"},
+		{"--context", hubContext, "get", "resourcebindings", "-A", "-o", "yaml"},
+		{"--context", hubContext, "-n", system, "logs", "-l", hubSelector, "--tail", "60", "--prefix"},
+		{"--context", prefix + "-member1", "get", "pods", "-A", "-o", "wide"},
+		{"--context", prefix + "-member2", "get", "pods", "-A", "-o", "wide"},
+		{"--context", prefix + "-member1", "-n", system, "logs", "-l", agentSelector, "--tail", "40", "--prefix"},
+		{"--context", prefix + "-member2", "-n", system, "logs", "-l", agentSelector, "--tail", "40", "--prefix"},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		out, _ := exec.CommandContext(cctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		cancel()
+		GinkgoWriter.Printf("$ kubectl %s\n%s\n", strings.Join(args, " "), out)
+	}
+}, NodeTimeout(3*time.Minute))
+
 func restConfig(context string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
