@@ -115,6 +115,19 @@ rm -f /var/lib/cni/results/"$PREFIX"-* 2>/dev/null
 # libcni's cache directories, when nothing else uses them.
 rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null
 
+# What the kubelet and runc keep at fixed host paths: /var/log/containers
+# links into the clusters' pod logs, the device plugin socket (every kubelet
+# serves /var/lib/kubelet/device-plugins/kubelet.sock), the shims' runc
+# state and socket directories. Directories go only when empty, a socket
+# only when nothing serves it: a real kubelet on this host keeps its own.
+find /var/log/containers -maxdepth 1 -type l -lname "$STATE_DIR/*" -delete 2>/dev/null
+sock=/var/lib/kubelet/device-plugins/kubelet.sock
+if [ -S "$sock" ] && ! ss -xlH 2>/dev/null | grep -qF "$sock"; then
+	rm -f "$sock"
+fi
+rmdir /var/log/containers /var/lib/kubelet/device-plugins /var/lib/kubelet \
+	/run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /run/containerd 2>/dev/null
+
 if [ -f "$STATE_DIR/host-sysctls" ]; then
 	while IFS='=' read -r key value; do
 		sysctl -qw "$key=$value" || log "could not restore $key=$value"
@@ -136,6 +149,7 @@ for k in $(seq 0 "$MEMBERS"); do
 	[ -n "$(cgroup_dirs "$c")" ] && left+=("cgroups $(cgroup_dirs "$c" | head -1)")
 done
 ip link show "$BRIDGE" >/dev/null 2>&1 && left+=("bridge $BRIDGE")
+[ -n "$(find /var/log/containers -maxdepth 1 -lname "$STATE_DIR/*" 2>/dev/null)" ] && left+=("links in /var/log/containers")
 if [ ${#left[@]} -gt 0 ]; then
 	log "left behind: ${left[*]}"
 	exit 1
