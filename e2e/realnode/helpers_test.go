@@ -21,11 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// eventually polls f for up to a minute.
-func eventually(ctx context.Context, f any) AsyncAssertion {
-	return Eventually(ctx, f).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond)
-}
-
 // createNamespace makes ns on a cluster and removes it after the spec.
 func createNamespace(ctx context.Context, kube kubernetes.Interface, ns string) {
 	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})

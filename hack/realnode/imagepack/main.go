@@ -48,7 +48,7 @@ func run(args []string) error {
 		}
 	}
 	if *ref == "" || *out == "" || len(files) == 0 || len(entrypoint) == 0 {
-		return errors.New("usage: imagepack --image REF --out FILE [--user UID] SRC=/DEST ... -- ENTRYPOINT...")
+		return errors.New("usage: imagepack --image REF --out FILE [--user UID] SRC=/DEST [SRC=/DEST] -- ENTRYPOINT [ARG]")
 	}
 	tag, err := name.NewTag(*ref, name.StrictValidation)
 	if err != nil {
