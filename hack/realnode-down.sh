@@ -104,6 +104,12 @@ for k in $(seq 0 "$MEMBERS"); do
 	ip link del "${PREFIX}-${k}h" 2>/dev/null
 done
 ip link del "$BRIDGE" 2>/dev/null
+# `ip netns add` made /run/netns a mount point of its own: undone when no
+# network namespace is left in it.
+if [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ]; then
+	umount /run/netns 2>/dev/null
+	rmdir /run/netns 2>/dev/null
+fi
 for k in $(seq 0 "$MEMBERS"); do
 	ids=$STATE_DIR/$(cluster_name "$k")/container-ids
 	[ -s "$ids" ] || continue
