@@ -360,18 +360,7 @@ func TestHubAndAgentRunUnderTheShippedRBAC(t *testing.T) {
 
 	// The registrar's part (an admin here): the Cluster. The hub makes the
 	// rest, the agent's identity included, as itself.
-	if _, err := h.admin.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: cluster}, Spec: clusterv1alpha1.ClusterSpec{SyncMode: clusterv1alpha1.Pull}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rbacPoll(30*time.Second, func() bool {
-		_, saErr := h.env.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, clusterlifecycle.AgentServiceAccount, metav1.GetOptions{})
-		_, rbErr := h.env.Kube.RbacV1().RoleBindings(ns).Get(ctx, clusterlifecycle.AgentRoleName, metav1.GetOptions{})
-		_, crbErr := h.env.Kube.RbacV1().ClusterRoleBindings().Get(ctx, clusterlifecycle.AgentClusterRoleName(cluster), metav1.GetOptions{})
-		return saErr == nil && rbErr == nil && crbErr == nil
-	}); err != nil {
-		t.Fatalf("the hub did not make the agent's identity in %s: %v", ns, err)
-	}
+	h.crRegister(t, cluster)
 	agentHub := h.env.ServiceAccountConfig(t, ns, clusterlifecycle.AgentServiceAccount)
 
 	// The member: manifests/agent's identities and roles (the workloads

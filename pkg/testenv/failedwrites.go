@@ -1,10 +1,7 @@
 package testenv
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 )
@@ -20,18 +17,9 @@ func (e *Env) FailedWrites(t testing.TB, resources ...string) []string {
 	if e.auditLog == "" {
 		t.Fatal("testenv: FailedWrites needs Start(t, testenv.WithAuditLog())")
 	}
-	f, err := os.Open(e.auditLog)
-	if err != nil {
-		t.Fatalf("testenv: audit log: %v", err)
-	}
-	defer func() { _ = f.Close() }()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ResponseStatus == nil || ev.ObjectRef == nil ||
-			!slices.Contains([]string{"create", "update", "patch"}, ev.Verb) {
+	for _, ev := range e.completedRequests(t) {
+		if ev.ObjectRef == nil || !slices.Contains([]string{"create", "update", "patch"}, ev.Verb) {
 			continue
 		}
 		code := ev.ResponseStatus.Code
@@ -47,9 +35,6 @@ func (e *Env) FailedWrites(t testing.TB, resources ...string) []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s %s %s/%s: %d %s", ev.Verb, what, r.Namespace, r.Name, code, ev.ResponseStatus.Message))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("testenv: reading the audit log: %v", err)
 	}
 	return out
 }

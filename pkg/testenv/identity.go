@@ -85,18 +85,9 @@ func (e *Env) RefusedRequests(t testing.TB, users ...string) []string {
 	if e.auditLog == "" {
 		t.Fatal("testenv: RefusedRequests needs Start(t, testenv.WithAuditLog())")
 	}
-	f, err := os.Open(e.auditLog)
-	if err != nil {
-		t.Fatalf("testenv: audit log: %v", err)
-	}
-	defer func() { _ = f.Close() }()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ResponseStatus == nil ||
-			ev.ResponseStatus.Code != 403 || !slices.Contains(users, ev.User.Username) {
+	for _, ev := range e.completedRequests(t) {
+		if ev.ResponseStatus.Code != 403 || !slices.Contains(users, ev.User.Username) {
 			continue
 		}
 		what := ev.RequestURI
@@ -113,6 +104,27 @@ func (e *Env) RefusedRequests(t testing.TB, users ...string) []string {
 			what += fmt.Sprintf(" (API group %q)", r.APIGroup)
 		}
 		out = append(out, fmt.Sprintf("%s %s %s: %s", ev.User.Username, ev.Verb, what, ev.ResponseStatus.Message))
+	}
+	return out
+}
+
+// completedRequests reads the audit log (WithAuditLog): every request's
+// ResponseComplete event that has a response status.
+func (e *Env) completedRequests(t testing.TB) []auditEvent {
+	t.Helper()
+	f, err := os.Open(e.auditLog)
+	if err != nil {
+		t.Fatalf("testenv: audit log: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Stage == "ResponseComplete" && ev.ResponseStatus != nil {
+			out = append(out, ev)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("testenv: reading the audit log: %v", err)
