@@ -86,7 +86,7 @@ type spreadUnit struct {
 //
 // It returns why it could not, naming the constraint. dropped, when not
 // nil, learns which constraint left each cluster out.
-func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadConstraint,
+func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadConstraint, need *replicaNeed,
 	dropped func(candidate, *policyv1alpha1.SpreadConstraint)) ([]candidate, string) {
 	if len(constraints) == 0 {
 		return feasible, ""
@@ -94,7 +94,7 @@ func selectBySpread(feasible []candidate, constraints []policyv1alpha1.SpreadCon
 	var cluster bounds
 	dims := spreadDimensions(constraints, &cluster)
 	if len(dims) == 0 {
-		return selectClusters(feasible, cluster, dropped)
+		return selectClusters(feasible, cluster, need, dropped)
 	}
 	drop := func(c candidate, sc *policyv1alpha1.SpreadConstraint) {
 		if dropped != nil {
@@ -251,21 +251,68 @@ func spreadDimensions(constraints []policyv1alpha1.SpreadConstraint, cluster *bo
 	return dims
 }
 
+// replicaNeed is what a Divided placement that divides by room needs of
+// the selected clusters: replicas in total, each cluster offering room
+// (what it runs plus what it reports free).
+type replicaNeed struct {
+	replicas int64
+	room     func(candidate) int64
+}
+
 // selectClusters is the cluster constraint alone (Karmada's
 // selectBestClustersByCluster): the best-scored clusters, up to maxGroups.
-func selectClusters(feasible []candidate, cluster bounds, dropped func(candidate, *policyv1alpha1.SpreadConstraint)) ([]candidate, string) {
+// When the replicas are divided by room and the picks lack it, the
+// lowest-scored picks are swapped, last first, for the roomiest clusters
+// left out (Karmada's selectClustersByAvailableResource); if they still
+// lack it, the replica division says so.
+func selectClusters(feasible []candidate, cluster bounds, need *replicaNeed, dropped func(candidate, *policyv1alpha1.SpreadConstraint)) ([]candidate, string) {
 	if len(feasible) < cluster.min {
 		return nil, fmt.Sprintf("the spread constraint by cluster needs at least %d clusters and %d are available", cluster.min, len(feasible))
 	}
 	if cluster.max == 0 || len(feasible) <= cluster.max {
 		return feasible, ""
 	}
+	picked := slices.Clone(feasible[:cluster.max])
+	rest := slices.Clone(feasible[cluster.max:])
+	if need != nil {
+		enough := func() bool {
+			var total int64
+			for _, c := range picked {
+				total += need.room(c)
+			}
+			return total >= need.replicas
+		}
+		for i := len(picked) - 1; i >= 0 && !enough(); i-- {
+			best, bestRoom := -1, need.room(picked[i])
+			for j, c := range rest {
+				if r := need.room(c); r > bestRoom {
+					best, bestRoom = j, r
+				}
+			}
+			if best >= 0 {
+				picked[i], rest[best] = rest[best], picked[i]
+			}
+		}
+		in := map[string]bool{}
+		for _, c := range picked {
+			in[c.cluster.Name] = true
+		}
+		picked = picked[:0]
+		rest = rest[:0]
+		for _, c := range feasible { // score order again
+			if in[c.cluster.Name] {
+				picked = append(picked, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+	}
 	if dropped != nil {
-		for _, c := range feasible[cluster.max:] {
+		for _, c := range rest {
 			dropped(c, cluster.sc)
 		}
 	}
-	return feasible[:cluster.max], ""
+	return picked, ""
 }
 
 // chooseUnits finds the fewest units (then the first in preference order)
