@@ -327,9 +327,14 @@ func Run(ctx context.Context, opts *Options) error {
 		})
 		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate).
 			WithLargeFleetSizeThreshold(opts.LargeFleetSizeThreshold)
+		// When taints written without timeAdded were first seen: the
+		// cluster taint controller stamps it, the taint manager counts
+		// from it before the stamp lands.
+		taintClock := clustertaint.NewTaintClock(nil)
 		taints := clustertaint.NewController(clients.flotilla("cluster-taint"), clusters, factory.Cluster().V1alpha1().ClusterTaintPolicies().Informer(), guard, clustertaint.Options{
 			FailoverEvictionTimeout: opts.FailoverEvictionTimeout, GuardPeriod: opts.ClusterMonitorPeriod, Metrics: hubMetrics, Recorder: recorder,
 			GuardPublisher: clustertaint.NewGuardPublisher(clients.kube("fleet-guard"), opts.LeaderElection.ResourceNamespace),
+			TaintClock:     taintClock,
 		})
 		// A binding status write the apiserver refuses for want of a
 		// permission is said on the binding's template (the binding's own
@@ -355,7 +360,7 @@ func Run(ctx context.Context, opts *Options) error {
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
-			Guard: guard, Metrics: hubMetrics, Recorder: recorder})
+			Guard: guard, Metrics: hubMetrics, Recorder: recorder, TaintClock: taintClock})
 		appFailover := applicationfailover.NewController(clients.flotilla("application-failover"), factory, applicationfailover.Options{
 			Guard: guard, EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder})
 		evictionCtl := gracefuleviction.NewController(clients.flotilla("graceful-eviction"), factory, gracefuleviction.Options{

@@ -704,6 +704,7 @@ spec:
     - spreadByField: region
       minGroups: 3
       maxGroups: 2
+    - spreadByField: cluster
 `},
 	{name: "spreadByField with spreadByLabel", want: []string{"spec.placement.spreadConstraints[0].spreadByLabel", "mutually exclusive"}, yaml: `
 apiVersion: policy.flotilla.io/v1alpha1

@@ -40,6 +40,8 @@ const (
 	EventTaintSucceed = "TaintClusterSucceed"
 	EventTaintFailed  = "TaintClusterFailed"
 	EventFleetGuard   = "FleetGuard"
+	// EventTaintTimeAdded: taints written without timeAdded were stamped.
+	EventTaintTimeAdded = "TaintTimeAdded"
 )
 
 // Options configure the Controller.
@@ -55,6 +57,9 @@ type Options struct {
 	// GuardPublisher, when set, publishes the guard's verdict in a
 	// ConfigMap for readers outside the hub (publish.go).
 	GuardPublisher *GuardPublisher
+	// TaintClock remembers when taints without timeAdded were first seen;
+	// shared with the taint manager. Nil: one of the controller's own.
+	TaintClock *TaintClock
 }
 
 // Controller taints clusters.
@@ -82,6 +87,9 @@ func NewController(flotilla flotillaclient.Interface, clusters, policies cache.S
 	if opts.GuardPeriod <= 0 {
 		opts.GuardPeriod = 5 * time.Second
 	}
+	if opts.TaintClock == nil {
+		opts.TaintClock = NewTaintClock(opts.Clock)
+	}
 	c := &Controller{opts: opts, flotilla: flotilla, guard: guard, noExecuteSeen: map[string]time.Time{},
 		clusters: clusterlisters.NewClusterLister(clusters.GetIndexer()),
 		policies: clusterlisters.NewClusterTaintPolicyLister(policies.GetIndexer()),
@@ -96,7 +104,15 @@ func NewController(flotilla flotillaclient.Interface, clusters, policies cache.S
 			c.queue.Add(cl.Name)
 		}
 	}
-	_, _ = clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }})
+	_, _ = clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if cl, ok := o.(*clusterv1alpha1.Cluster); ok {
+				c.opts.TaintClock.Forget(cl.Name)
+			}
+		}})
 	all := func(any) { c.enqueueAll() }
 	_, _ = policies.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all})
 	return c
@@ -181,7 +197,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	now := c.opts.Clock.Now()
-	taints := append([]corev1.Taint(nil), cluster.Spec.Taints...)
+	// Every taint gets a timeAdded (Karmada stamps it on admission; the
+	// hub, without a webhook, on first sight), so a toleration counts from
+	// when the taint appeared, not from each pass.
+	taints := c.opts.TaintClock.Taints(cluster)
 	// The guard vetoes new NoExecute taints before its first evaluation,
 	// in a fleet-wide outage, and where the cluster's region may evict
 	// nothing (a small region in a partial disruption).
@@ -248,6 +267,15 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 			c.opts.Recorder.Eventf(cluster, corev1.EventTypeWarning, EventTaintFailed, "updating taints (add %v, remove %v): %v", added, removed, err)
 		}
 		return err
+	}
+	if len(added) == 0 && len(removed) == 0 {
+		// Only timeAdded changed: taints written without it got theirs.
+		stamped := stampedTaints(cluster.Spec.Taints, taints)
+		klog.FromContext(ctx).Info("Stamped timeAdded on cluster taints", "cluster", cluster.Name, "taints", stamped)
+		if c.opts.Recorder != nil {
+			c.opts.Recorder.Eventf(cluster, corev1.EventTypeNormal, EventTaintTimeAdded, "taints %v had no timeAdded: stamped with when the hub first saw them", stamped)
+		}
+		return nil
 	}
 	klog.FromContext(ctx).Info("Cluster taints changed", "cluster", cluster.Name, "added", added, "removed", removed)
 	if c.opts.Recorder != nil {
@@ -400,6 +428,19 @@ func remove(taints []corev1.Taint, key string, effect corev1.TaintEffect) []core
 	for _, t := range taints {
 		if t.Key != key || t.Effect != effect {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// stampedTaints lists the taints of after whose timeAdded before lacked.
+func stampedTaints(before, after []corev1.Taint) []string {
+	var out []string
+	for _, t := range after {
+		for _, b := range before {
+			if b.Key == t.Key && b.Effect == t.Effect && b.TimeAdded == nil && t.TimeAdded != nil {
+				out = append(out, t.ToString()+" at "+t.TimeAdded.UTC().Format(time.RFC3339))
+			}
 		}
 	}
 	return out

@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -102,5 +104,41 @@ func TestSyncPlacementChangeAddsTaskInSameUpdate(t *testing.T) {
 	if len(got.Spec.Clusters) != 1 || got.Spec.Clusters[0].Name != "member2" || len(got.Spec.GracefulEvictionTasks) != 1 ||
 		got.Spec.GracefulEvictionTasks[0].FromCluster != "member1" || got.Spec.GracefulEvictionTasks[0].Reason != workv1alpha1.EvictionReasonRescheduled {
 		t.Fatalf("spec %+v", got.Spec)
+	}
+}
+
+// Issue 31 item 3: a placement changed to spread constraints the fleet
+// cannot meet (three regions, two exist) is Scheduled=False naming the
+// constraint, and what runs stays: the binding's clusters are not touched
+// and no eviction task is written.
+func TestSyncUnsatisfiableSpreadKeepsWhatRuns(t *testing.T) {
+	old := &policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}}
+	placement := old.DeepCopy()
+	placement.SpreadConstraints = []policyv1alpha1.SpreadConstraint{
+		{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 1, MaxGroups: 1},
+		{SpreadByField: policyv1alpha1.SpreadByFieldRegion, MinGroups: 3, MaxGroups: 3}}
+	scheduledAt := metav1.NewTime(time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+	binding := &workv1alpha1.ResourceBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx-deployment", Namespace: "default", Generation: 2,
+			Annotations: map[string]string{AnnotationScheduledPlacement: placementJSON(old)}},
+		Spec: workv1alpha1.ResourceBindingSpec{Placement: placement, Replicas: 2,
+			Clusters: []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 2}, {Name: "member2", Replicas: 2}}},
+		Status: workv1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, LastScheduledTime: &scheduledAt,
+			Conditions: []metav1.Condition{{Type: workv1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonScheduled}}},
+	}
+	ready := []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue}}
+	var clusters []runtime.Object
+	for name, region := range map[string]string{"member1": "r1", "member2": "r2", "member3": "r2"} {
+		clusters = append(clusters, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: clusterv1alpha1.ClusterSpec{Region: region}, Status: clusterv1alpha1.ClusterStatus{Conditions: ready}})
+	}
+	_, got := syncOnce(t, binding, clusters...)
+	if len(got.Spec.Clusters) != 2 || len(got.Spec.GracefulEvictionTasks) != 0 {
+		t.Fatalf("what ran moved: clusters %v, tasks %v", got.Spec.Clusters, got.Spec.GracefulEvictionTasks)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, workv1alpha1.BindingConditionScheduled)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonNoClusterFit ||
+		!strings.Contains(cond.Message, "the spread constraint by region needs at least 3 groups and 2 are available") {
+		t.Fatalf("Scheduled = %+v", cond)
 	}
 }

@@ -74,6 +74,10 @@ type Options struct {
 	Clock    clock.Clock
 	Metrics  *hubmetrics.Metrics
 	Recorder record.EventRecorder
+	// TaintClock fills in timeAdded for taints the cluster taint
+	// controller has not stamped yet, from when they were first seen
+	// (shared with it). Nil: one of the controller's own.
+	TaintClock *clustertaint.TaintClock
 }
 
 // Controller is the taint manager.
@@ -89,6 +93,9 @@ type Controller struct {
 func NewController(client flotillaclient.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.TaintClock == nil {
+		opts.TaintClock = clustertaint.NewTaintClock(opts.Clock)
 	}
 	bindings, bindingInformers := workobjects.NewBindings(client, factory)
 	clusters := factory.Cluster().V1alpha1().Clusters()
@@ -113,8 +120,8 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		UpdateFunc: func(o, n any) {
 			cl := n.(*clusterv1alpha1.Cluster)
 			if !apiequality.Semantic.DeepEqual(noExecute(o.(*clusterv1alpha1.Cluster)), noExecute(cl)) {
-				if len(noExecute(cl)) == 0 {
-					c.forget(cl.Name) // it came back: a new outage takes a new token
+				if len(noExecute(cl)) == 0 && c.opts.Guard != nil {
+					c.opts.Guard.Forget(cl.Name) // it came back: a new outage takes a new token
 				}
 				c.enqueueTargeting(cl.Name)
 			}
@@ -132,6 +139,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 }
 
 func (c *Controller) forget(cluster string) {
+	c.opts.TaintClock.Forget(cluster)
 	if c.opts.Guard != nil {
 		c.opts.Guard.Forget(cluster)
 	}
@@ -204,7 +212,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err != nil {
 			continue // a deleted cluster is the scheduler's to handle
 		}
-		v := Decide(tolerations, cluster.Spec.Taints, now)
+		// Taints without timeAdded count from their first sight, never
+		// from now on each pass (the deadline would never come).
+		v := Decide(tolerations, c.opts.TaintClock.Taints(cluster), now)
 		if !v.Evict {
 			requeue(v.After)
 			continue

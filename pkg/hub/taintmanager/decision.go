@@ -73,7 +73,9 @@ func (d Defaults) WithDefaults(tolerations []corev1.Toleration) []corev1.Tolerat
 // now, the node lifecycle controller's rule: a NoExecute taint no
 // toleration tolerates evicts at once; tolerated ones evict when the
 // shortest tolerationSeconds among the matching tolerations has passed
-// since the taint's timeAdded; no tolerationSeconds means for good.
+// since the taint's timeAdded; no tolerationSeconds means for good. A taint
+// without timeAdded counts from now: callers pass taints filled in by the
+// TaintClock, so that never happens on a second pass.
 func Decide(tolerations []corev1.Toleration, taints []corev1.Taint, now time.Time) Verdict {
 	var soonest *Verdict
 	for i := range taints {

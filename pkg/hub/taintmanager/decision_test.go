@@ -22,9 +22,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -104,5 +106,41 @@ func TestEvictCluster(t *testing.T) {
 	}
 	if len(spec.EvictionHistory) != workobjects.MaxEvictionHistory || len(spec.GracefulEvictionTasks) != 2 {
 		t.Errorf("history %d entries, %d tasks", len(spec.EvictionHistory), len(spec.GracefulEvictionTasks))
+	}
+}
+
+// Issue 31 item 2: a NoExecute taint written by hand without timeAdded,
+// tolerated for 30 s, evicts 30 s after the hub first saw it, whatever the
+// number of passes in between and whether or not the stamp has landed.
+// Decide alone (the old behaviour) read the missing time as now on every
+// pass, so the deadline kept moving and nothing was ever evicted.
+func TestHandWrittenTaintEvictsAfterItsToleration(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	taintClock := clustertaint.NewTaintClock(clk)
+	secs := int64(30)
+	tolerations := []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs}}
+	cluster := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member1"},
+		Spec: clusterv1alpha1.ClusterSpec{Taints: []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}}}}
+	for pass := range 30 {
+		now := clk.Now()
+		v := Decide(tolerations, taintClock.Taints(cluster), now)
+		if v.Evict || v.After != time.Duration(30-pass)*time.Second {
+			t.Fatalf("pass %d at +%s: evict %v after %s, want after %ds", pass, now.Sub(t0), v.Evict, v.After, 30-pass)
+		}
+		if old := Decide(tolerations, cluster.Spec.Taints, now); old.After != 30*time.Second {
+			t.Fatalf("the unstamped taint alone: after %s", old.After)
+		}
+		clk.Step(time.Second)
+	}
+	v := Decide(tolerations, taintClock.Taints(cluster), clk.Now())
+	if !v.Evict || !v.DueAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("at +30s: %+v", v)
+	}
+	// The same once the cluster taint controller's stamp has landed, and
+	// after a hub restart (a fresh clock) reading it.
+	cluster.Spec.Taints = taintClock.Taints(cluster)
+	if v := Decide(tolerations, clustertaint.NewTaintClock(clk).Taints(cluster), clk.Now()); !v.Evict || !v.DueAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("after the stamp, restarted: %+v", v)
 	}
 }

@@ -107,8 +107,10 @@ type ClusterSpec struct {
 	Zones []string `json:"zones,omitempty"`
 
 	// Taints keep workloads that do not tolerate them away from the member
-	// (NoSchedule) or evict them (NoExecute). Every taint the hub adds
-	// carries timeAdded.
+	// (NoSchedule) or evict them (NoExecute). Every taint carries
+	// timeAdded: one written without it (kubectl) is stamped by the hub
+	// with when it first saw it, and a taint rewritten without it keeps its
+	// first time.
 	// +listType=map
 	// +listMapKey=key
 	// +listMapKey=effect

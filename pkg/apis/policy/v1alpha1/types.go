@@ -222,9 +222,16 @@ type Placement struct {
 	// +optional
 	ClusterTolerations []corev1.Toleration `json:"clusterTolerations,omitempty"`
 
-	// SpreadConstraints bound the number of groups (clusters, regions, zones
-	// or providers) the workload is spread over.
+	// SpreadConstraints bound the number of groups (clusters, regions, zones,
+	// providers or label values) the workload is spread over, in any
+	// combination: groups are chosen first (as few as meet every
+	// constraint), then clusters in them (Karmada's selection). As in
+	// Karmada, a spreadByField region, zone or provider constraint needs a
+	// cluster constraint beside it, and each field appears once.
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, has(a.spreadByLabel) || self.filter(b, !has(b.spreadByLabel) && (has(b.spreadByField) ? b.spreadByField : 'cluster') == (has(a.spreadByField) ? a.spreadByField : 'cluster')).size() == 1)",message="spreadConstraints: each spreadByField may appear only once (a constraint with neither spreadByField nor spreadByLabel spreads by cluster)"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !has(a.spreadByLabel) || self.filter(b, has(b.spreadByLabel) && b.spreadByLabel == a.spreadByLabel).size() == 1)",message="spreadConstraints: each spreadByLabel may appear only once"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(a, has(a.spreadByField) && a.spreadByField != 'cluster') || self.exists(a, !has(a.spreadByLabel) && (!has(a.spreadByField) || a.spreadByField == 'cluster'))",message="spreadConstraints: a spreadByField region, zone or provider constraint needs a spreadByField cluster constraint too (it bounds the number of clusters), as in Karmada"
 	// +optional
 	SpreadConstraints []SpreadConstraint `json:"spreadConstraints,omitempty"`
 
@@ -307,6 +314,7 @@ type SpreadConstraint struct {
 	SpreadByField SpreadFieldValue `json:"spreadByField,omitempty"`
 
 	// SpreadByLabel groups clusters by the value of this label.
+	// +kubebuilder:validation:MaxLength=317
 	// +optional
 	SpreadByLabel string `json:"spreadByLabel,omitempty"`
 

@@ -304,7 +304,7 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, af
 		return feasible[i].cluster.Name < feasible[j].cluster.Name
 	})
 	out.feasible = feasible
-	selected, msg := selectBySpread(feasible, placement.SpreadConstraints, dropped)
+	selected, msg := selectBySpread(feasible, placement.SpreadConstraints, roomNeed(in, placement), dropped)
 	if msg != "" {
 		out.failure, out.spreadFail = msg, true
 		return out, fitErr(msg)

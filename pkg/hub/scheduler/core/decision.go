@@ -237,7 +237,7 @@ func spreadMessage(sc *policyv1alpha1.SpreadConstraint, c *clusterv1alpha1.Clust
 	}
 	what := describeConstraint(sc)
 	if v := key(c); v != "" {
-		return fmt.Sprintf("the spread constraint by %s (maxGroups %d) picked other groups than %q", what, sc.MaxGroups, v)
+		return fmt.Sprintf("the spread constraint by %s (%s) picked other groups than %q", what, describeBounds(bounds{min: int(sc.MinGroups), max: int(sc.MaxGroups)}), v)
 	}
 	return fmt.Sprintf("the cluster has no %s, which the spread constraint groups by", what)
 }

@@ -225,6 +225,21 @@ func kept(c candidate) int32 {
 	return 0
 }
 
+// roomNeed is what the spread's cluster selection must fit when the
+// replicas are divided by room (dynamic weights, Aggregated); nil
+// otherwise (Duplicated, static weights: room plays no part, as in
+// Karmada's shouldIgnoreAvailableResource).
+func roomNeed(in Input, placement *policyv1alpha1.Placement) *replicaNeed {
+	strategy := placement.ReplicaScheduling
+	if strategy == nil || strategy.ReplicaSchedulingType != policyv1alpha1.ReplicaSchedulingTypeDivided || in.Spec.Replicas <= 0 {
+		return nil
+	}
+	if !dynamicWeights(strategy) && strategy.ReplicaDivisionPreference != policyv1alpha1.ReplicaDivisionPreferenceAggregated {
+		return nil
+	}
+	return &replicaNeed{replicas: int64(in.Spec.Replicas), room: func(c candidate) int64 { return available(in, c) + int64(c.current) }}
+}
+
 func dynamicWeights(strategy *policyv1alpha1.ReplicaSchedulingStrategy) bool {
 	return strategy.WeightPreference != nil && strategy.WeightPreference.DynamicWeight == policyv1alpha1.DynamicWeightByAvailableReplicas
 }
