@@ -289,3 +289,21 @@ func TestClaimLabelsRoundTrip(t *testing.T) {
 		t.Errorf("legacy claim = %+v", legacy)
 	}
 }
+
+// A binding written before the permanent-id label is not rewritten for it
+// alone (an upgraded hub would write every binding); any other change
+// brings it.
+func TestWithoutNewPermanentID(t *testing.T) {
+	want := claimLabels(PolicyRef{Namespace: "team", Name: "web", UID: "u1"})
+	legacy := map[string]string{workobjects.LabelPropagationPolicyNamespace: "team", workobjects.LabelPropagationPolicyName: "web"}
+	if got := withoutNewPermanentID(want, legacy); len(got) != len(legacy) || got[workobjects.LabelPropagationPolicyName] != "web" {
+		t.Errorf("legacy binding: compared as %v, want %v", got, legacy)
+	}
+	if _, ok := want[workobjects.LabelPropagationPolicyPermanentID]; !ok {
+		t.Error("want was changed")
+	}
+	recorded := claimLabels(PolicyRef{Namespace: "team", Name: "web", UID: "u0"})
+	if got := withoutNewPermanentID(want, recorded); got[workobjects.LabelPropagationPolicyPermanentID] != "u1" {
+		t.Errorf("a recorded UID is compared: got %v", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -492,7 +493,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	for k, v := range policyLabels {
 		updated.Labels[k] = v
 	}
-	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.Labels, current.Labels) {
+	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
 		return current, false, nil
 	}
 	stored, err := c.bindings.Update(ctx, updated)
@@ -501,6 +502,21 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	}
 	c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: updated binding %s", policyDescription(policyLabels), name)
 	return stored, true, nil
+}
+
+// withoutNewPermanentID is want without the claim's permanent-id label
+// when current has none: a binding written before Flotilla recorded the
+// policy's UID keeps its claim by name, and an upgraded hub does not
+// rewrite every binding just to add the UID (it is added with the
+// binding's next change).
+func withoutNewPermanentID(want, current map[string]string) map[string]string {
+	out := maps.Clone(want)
+	for _, k := range []string{workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
+		if _, has := current[k]; !has {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // deleteOwnedBindings deletes the bindings the template of key controls,
