@@ -260,6 +260,29 @@ func claimOf(labels map[string]string) *PolicyRef {
 	return nil
 }
 
+// objectClaim reads a claim from the embedded object's labels: Karmada
+// records its claims on the object (propagationpolicy.karmada.io/name and
+// namespace, clusterpropagationpolicy.karmada.io/name), and hub wrap
+// --from-karmada rewrites those keys to Flotilla's. It names the policy
+// only (Karmada's permanent-id is not a Flotilla UID); a PropagationPolicy
+// claim is of the object's own namespace.
+func objectClaim(obj *unstructured.Unstructured) *PolicyRef {
+	l := obj.GetLabels()
+	if name := l[workobjects.LabelPropagationPolicyName]; name != "" {
+		if ns := l[workobjects.LabelPropagationPolicyNamespace]; ns != "" && ns != obj.GetNamespace() {
+			return nil
+		}
+		if obj.GetNamespace() == "" {
+			return nil
+		}
+		return &PolicyRef{Namespace: obj.GetNamespace(), Name: name}
+	}
+	if name := l[workobjects.LabelClusterPropagationPolicyName]; name != "" {
+		return &PolicyRef{Name: name}
+	}
+	return nil
+}
+
 // claimLabels are the binding labels that record a claim of r.
 func claimLabels(r PolicyRef) map[string]string {
 	if r.Cluster() {

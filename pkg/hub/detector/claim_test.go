@@ -307,3 +307,33 @@ func TestWithoutNewPermanentID(t *testing.T) {
 		t.Errorf("a recorded UID is compared: got %v", got)
 	}
 }
+
+// A template ported from Karmada carries its claim on the object (wrap
+// rewrites the keys): the claim the detector starts from.
+func TestObjectClaim(t *testing.T) {
+	obj := func(ns string, labels map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "nginx", "namespace": ns, "labels": labels}}}
+	}
+	for _, c := range []struct {
+		name string
+		obj  *unstructured.Unstructured
+		want *PolicyRef
+	}{
+		{"none", obj("default", map[string]any{"app": "nginx"}), nil},
+		{"PropagationPolicy", obj("default", map[string]any{workobjects.LabelPropagationPolicyName: "p", workobjects.LabelPropagationPolicyNamespace: "default"}),
+			&PolicyRef{Namespace: "default", Name: "p"}},
+		{"PropagationPolicy without its namespace label", obj("default", map[string]any{workobjects.LabelPropagationPolicyName: "p"}),
+			&PolicyRef{Namespace: "default", Name: "p"}},
+		{"PropagationPolicy of another namespace", obj("default", map[string]any{workobjects.LabelPropagationPolicyName: "p", workobjects.LabelPropagationPolicyNamespace: "other"}), nil},
+		{"PropagationPolicy on a cluster-scoped object", obj("", map[string]any{workobjects.LabelPropagationPolicyName: "p"}), nil},
+		{"ClusterPropagationPolicy", obj("default", map[string]any{workobjects.LabelClusterPropagationPolicyName: "fleet"}), &PolicyRef{Name: "fleet"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := objectClaim(c.obj)
+			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+				t.Errorf("objectClaim = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

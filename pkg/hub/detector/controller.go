@@ -222,7 +222,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonManifestScope, msg)
 	}
 	bindingName := workobjects.BindingName(obj.GetKind(), obj.GetName())
-	var claim *PolicyRef
+	// The claim is the binding's; a template not bound yet may carry the
+	// one Karmada recorded on the object (hub wrap --from-karmada keeps
+	// those labels, under Flotilla's keys), so a ported workload stays
+	// with the policy that claimed it there.
+	claim := objectClaim(obj)
 	if existing, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName)); existing != nil {
 		if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == tmpl.UID {
 			claim = claimOf(existing.Labels)
