@@ -95,3 +95,28 @@ func TestMatchPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A tenant's PropagationPolicy never reaches a template of another
+// namespace, not even by naming it with preemption Always: it is not a
+// candidate there, so it neither takes nor contends for it.
+func TestCandidatesStayInTheirNamespace(t *testing.T) {
+	deploy := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "nginx", "namespace": "default"}}}
+	ppIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = ppIndexer.Add(&policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "grab"},
+		Spec: policyv1alpha1.PropagationSpec{Priority: ptr.To[int32](1000), Preemption: policyv1alpha1.PreemptAlways,
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "nginx"}}}})
+	cppIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = cppIndexer.Add(&policyv1alpha1.ClusterPropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fleet", UID: "fleet-uid"},
+		Spec: policyv1alpha1.PropagationSpec{ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}}}})
+	ctl := &Controller{policies: policylisters.NewPropagationPolicyLister(ppIndexer),
+		clusterPolicies: policylisters.NewClusterPropagationPolicyLister(cppIndexer)}
+	cands := ctl.candidates("default", deploy)
+	if len(cands) != 1 || cands[0].Name != "fleet" {
+		t.Fatalf("candidates %+v, want only ClusterPropagationPolicy fleet", cands)
+	}
+	d := DecideClaim(&PolicyRef{Name: "fleet", UID: "fleet-uid"}, cands)
+	if d.Winner == nil || d.Winner.Name != "fleet" || d.Blocked != nil || d.Preempted != nil {
+		t.Errorf("decision %+v: want fleet, nothing blocked or preempted", d)
+	}
+}
