@@ -245,7 +245,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	blocked := blockedCondition(tmpl, decision)
 	if missing := c.missingOverrides(policy, tmpl.Namespace, policyLabels); len(missing) > 0 {
 		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
-		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonDependentOverridesMissing, dependentOverridesMessage(policyLabels, missing))
+		return c.writeStatus(ctx, tmpl, binding, metav1.ConditionFalse, ReasonDependentOverridesMissing, dependentOverridesMessage(policyLabels, missing), blocked)
 	}
 	binding, updated, err := c.ensureBinding(ctx, tmpl, obj, bindingName, policy, policyLabels)
 	if err != nil {
@@ -276,8 +276,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// this the template would keep its last status (often
 		// NoMatchingPolicy, from before the policy) while the binding
 		// waits for a status that never comes.
-		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonPermissionDenied,
-			permissionDeniedMessage(policyLabels, d, "the status of its binding "+binding.Name+" cannot be written"))
+		return c.writeStatus(ctx, tmpl, binding, metav1.ConditionFalse, ReasonPermissionDenied,
+			permissionDeniedMessage(policyLabels, d, "the status of its binding "+binding.Name+" cannot be written"), blocked)
 	}
 	return c.writeStatus(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels), blocked)
 }
