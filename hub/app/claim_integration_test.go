@@ -145,6 +145,25 @@ func TestPolicyClaimsAndPreemption(t *testing.T) {
 	} else if c := meta.FindStatusCondition(tmpl.Status.Conditions, workobjects.TemplateConditionPreemptionBlocked); c != nil {
 		t.Errorf("web still shows %+v after team took it", c)
 	}
+
+	// Ported from Karmada (hub wrap --from-karmada keeps the claim labels
+	// Karmada put on the object): api stays with the ClusterPropagationPolicy
+	// that claimed it there, although a PropagationPolicy would win it
+	// unclaimed.
+	ported := fleet.DeepCopy()
+	ported.ObjectMeta = metav1.ObjectMeta{Name: "ported"}
+	ported.Spec.ResourceSelectors[0].Name = "api"
+	if _, err := fc.PolicyV1alpha1().ClusterPropagationPolicies().Create(ctx, ported, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create(pp("api-team", 0, "", "api", "member2"))
+	apiManifest := strings.ReplaceAll(nginxManifest, `"name":"nginx","labels":{"app":"nginx"}`,
+		`"name":"api","labels":{"app":"nginx","`+workobjects.LabelClusterPropagationPolicyName+`":"ported"}`)
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, rtOf(ns, "api", apiManifest), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimWaitPlaced(t, fc, "api", "ported", "member1")
+	claimWaitBlocked(t, fc, "api", detector.ReasonClaimedByOtherPolicy)
 }
 
 func claimBinding(t *testing.T, fc flotillaclient.Interface, name string) *workv1alpha1.ResourceBinding {
