@@ -344,7 +344,7 @@ func Run(ctx context.Context, opts *Options) error {
 		// discovery (cached; refreshed at most once a minute on a miss).
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
 			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
-			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials)
+			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials).WithPreemptionMetric(hubMetrics.PolicyPreemptions)
 		// propagateDeps: the same scope check as the detector's, so a
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,

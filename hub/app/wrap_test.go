@@ -85,10 +85,16 @@ func TestWrapCommand(t *testing.T) {
 	})
 	t.Run("--allow-unsupported writes what converts", func(t *testing.T) {
 		out, stderr, err := runHubWrap(t, "", "wrap", "--from-karmada", "--allow-unsupported", "-f", karmadaTestdata+"/unsupported.yaml")
-		if err != nil || !strings.Contains(stderr, "spec.preemption: not supported by Flotilla") {
+		if err != nil || !strings.Contains(stderr, "spec.schedulerName: not supported by Flotilla") {
 			t.Fatalf("err %v, stderr\n%s", err, stderr)
 		}
-		if strings.Contains(out, "karmada.io/v1alpha1") || strings.Contains(out, "preemption") || strings.Contains(out, ".readyReplicas") ||
+		// spec.preemption converts (issue 31), with a note on Karmada's
+		// feature gate.
+		if !strings.Contains(stderr, "note: PropagationPolicy default/nginx: spec.preemption: Always takes effect in Flotilla") ||
+			strings.Contains(stderr, "spec.preemption: not supported") || !strings.Contains(out, "preemption: Always") {
+			t.Errorf("preemption: stderr\n%s\noutput\n%s", stderr, out)
+		}
+		if strings.Contains(out, "karmada.io/v1alpha1") || strings.Contains(out, "schedulerName") || strings.Contains(out, ".readyReplicas") ||
 			strings.Count(out, "apiVersion: policy.flotilla.io/v1alpha1") != 2 || strings.Contains(out, "FederatedHPA") {
 			t.Errorf("output\n%s", out)
 		}

@@ -210,6 +210,7 @@ spec:
     namespace: default
     name: web-config
   priority: 10
+  preemption: Always
   conflictResolution: Overwrite
   preserveResourcesOnDeletion: true
   suspension:
@@ -549,6 +550,17 @@ spec:
 // refusedCases are invalid objects; each names the field the error message
 // must mention.
 var refusedCases = []validationCase{
+	{name: "unknown preemption", want: []string{"spec.preemption", `Unsupported value: "Sometimes"`}, yaml: `
+apiVersion: policy.flotilla.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: bad-preemption
+spec:
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+  preemption: Sometimes
+`},
 	{name: "Karmada's Push sync mode", want: []string{"spec.syncMode", `Unsupported value: "Push"`}, yaml: `
 apiVersion: cluster.flotilla.io/v1alpha1
 kind: Cluster

@@ -158,6 +158,7 @@ func TestValidation(t *testing.T) {
 			got, want any
 		}{
 			{"priority", ptr.Deref(pp.Spec.Priority, -1), int32(0)},
+			{"preemption", pp.Spec.Preemption, policyv1alpha1.PreemptNever},
 			{"conflictResolution", pp.Spec.ConflictResolution, policyv1alpha1.ConflictAbort},
 			{"replicaSchedulingType", pp.Spec.Placement.ReplicaScheduling.ReplicaSchedulingType, policyv1alpha1.ReplicaSchedulingTypeDivided},
 			{"application.purgeMode", app.PurgeMode, policyv1alpha1.PurgeModeGracefully},

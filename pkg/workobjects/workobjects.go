@@ -50,12 +50,23 @@ const (
 	LabelPropagationPolicyNamespace   = "propagationpolicy.flotilla.io/namespace"
 	LabelPropagationPolicyName        = "propagationpolicy.flotilla.io/name"
 	LabelClusterPropagationPolicyName = "clusterpropagationpolicy.flotilla.io/name"
+	// LabelPropagationPolicyPermanentID and
+	// LabelClusterPropagationPolicyPermanentID on a binding hold the UID
+	// of that policy (Karmada's label names): the claim is the policy's,
+	// not its name's, so a policy deleted and created again under the same
+	// name has lost it.
+	LabelPropagationPolicyPermanentID        = "propagationpolicy.flotilla.io/permanent-id"
+	LabelClusterPropagationPolicyPermanentID = "clusterpropagationpolicy.flotilla.io/permanent-id"
 
 	// BindingFinalizer holds a binding until its Works are being deleted.
 	BindingFinalizer = "flotilla.io/binding-controller"
 
 	// TemplateConditionPropagated says whether a policy selects the template.
 	TemplateConditionPropagated = "Propagated"
+	// TemplateConditionPreemptionBlocked, present only while true, says
+	// that a policy which would win the template were it unclaimed may not
+	// take it from the policy that claimed it.
+	TemplateConditionPreemptionBlocked = "PreemptionBlocked"
 )
 
 // BindingName is the binding of a template's object: "<name>-<kind>".

@@ -54,6 +54,7 @@ func prepareKarmadaPolicy(obj map[string]any, desc, src string, res *Result) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.association: %v dropped (deprecated in Karmada; spec.propagateDeps is the field) (%s)", desc, assoc, src))
 		}
 	}
+	preemptionNotes(spec, desc, src, res)
 	failover, ok := spec["failover"].(map[string]any)
 	if !ok {
 		return
@@ -91,6 +92,29 @@ func prepareKarmadaPolicy(obj map[string]any, desc, src string, res *Result) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: %s.decisionConditions.healthyState [Unhealthy] dropped: Flotilla fails over an Unhealthy application, as asked (%s)", desc, path, src))
 		}
 	}
+}
+
+// preemptionNotes say where spec.preemption: Always behaves otherwise
+// than a reader of the Karmada setup may expect. Karmada honours it only
+// with karmada-controller-manager's feature gate PropagationPolicyPreemption
+// (alpha, off by default); Flotilla always does, so a setup that ran
+// without the gate will see this policy take templates other policies had
+// claimed. And in both, preemption takes only templates a selector names.
+func preemptionNotes(spec map[string]any, desc, src string, res *Result) {
+	if p, _ := spec["preemption"].(string); p != string(policyv1alpha1.PreemptAlways) {
+		return
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.preemption: Always takes effect in Flotilla, where Karmada honours it only with "+
+		"karmada-controller-manager's feature gate PropagationPolicyPreemption (alpha, off by default): if yours ran without the gate, "+
+		"this policy will take the templates it names from the policies that claimed them, and move them (gracefully) (%s)", desc, src))
+	selectors, _ := spec["resourceSelectors"].([]any)
+	for _, sel := range selectors {
+		if m, _ := sel.(map[string]any); m["name"] != nil && m["name"] != "" {
+			return
+		}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.preemption: Always preempts nothing: no resourceSelector names an object, "+
+		"and preemption takes only templates a selector names (as in Karmada) (%s)", desc, src))
 }
 
 // onlyUnhealthy says whether a proposal-style healthyState is exactly
@@ -165,7 +189,6 @@ func invalidStateRule(rule map[string]any) string {
 // of only that it was dropped.
 var unsupportedReasons = map[string]string{
 	"spec.schedulerName":                                        "Flotilla has one scheduler, in the hub",
-	"spec.preemption":                                           "a policy never takes templates from another policy",
 	"spec.activationPreference":                                 "policy changes apply at once; there is no Lazy activation",
 	"spec.schedulePriority":                                     "the hub schedules bindings in arrival order, without priority classes",
 	"spec.placement.workloadAffinity":                           "no affinity between workloads",

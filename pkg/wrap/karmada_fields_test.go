@@ -57,6 +57,10 @@ func TestKarmadaIssue18Notes(t *testing.T) {
 		{"issue18-workloadrebalancer.yaml", []string{
 			"WorkloadRebalancer demo: spec.workloads[2]: ConfigMap demo-config names no namespace, which means cluster-scoped; " +
 				"it will fail with ReferencedBindingNotFound, as in Karmada"}},
+		{"issue31-preemption.yaml", []string{
+			"PropagationPolicy default/nginx-high: spec.preemption: Always takes effect in Flotilla, where Karmada honours it only with " +
+				"karmada-controller-manager's feature gate PropagationPolicyPreemption",
+			"ClusterPropagationPolicy web-tier: spec.preemption: Always preempts nothing: no resourceSelector names an object"}},
 		{"unsupported.yaml", []string{
 			"PropagationPolicy default/nginx: spec.failover.application.statePreservation: Karmada injects the state only with purgeMode Directly " +
 				"and one target cluster; Flotilla carries it with any purge mode and to every new cluster"}},

@@ -185,12 +185,25 @@ func TestKarmadaSeeds(t *testing.T) {
 					t.Errorf("spec %+v", r.Spec)
 				}
 			}},
+		{file: "issue31-preemption.yaml",
+			kinds: []string{"PropagationPolicy default/nginx-high", "ClusterPropagationPolicy web-tier", "PropagationPolicy default/nginx-low"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				if p := objs[0].(*policyv1alpha1.PropagationPolicy).Spec; p.Preemption != policyv1alpha1.PreemptAlways || *p.Priority != 10 {
+					t.Errorf("nginx-high: preemption %q priority %d, want Always 10", p.Preemption, *p.Priority)
+				}
+				if p := objs[1].(*policyv1alpha1.ClusterPropagationPolicy).Spec; p.Preemption != policyv1alpha1.PreemptAlways {
+					t.Errorf("web-tier: preemption %q, want Always", p.Preemption)
+				}
+				if p := objs[2].(*policyv1alpha1.PropagationPolicy).Spec; p.Preemption != policyv1alpha1.PreemptNever {
+					t.Errorf("nginx-low: preemption %q, want Never", p.Preemption)
+				}
+			}},
 		{file: "unsupported.yaml",
 			kinds: []string{"PropagationPolicy default/nginx", "OverridePolicy default/nginx"},
 			unsupported: []string{"spec.activationPreference", "spec.failover.application.statePreservation.rules[1]",
 				"spec.overrideRules[0].overriders.fieldOverrider",
 				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo", "spec.placement.workloadAffinity",
-				"spec.preemption", "spec.schedulePriority", "spec.schedulerName"},
+				"spec.schedulePriority", "spec.schedulerName"},
 			check: func(t *testing.T, objs []runtime.Object) {
 				pp := objs[0].(*policyv1alpha1.PropagationPolicy)
 				a := pp.Spec.Failover.Application

@@ -10,9 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,12 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -34,16 +37,17 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
-	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
-// Event reasons, Karmada's names.
+// Event reasons, Karmada's names (EventClaimReleased is Flotilla's).
 const (
-	EventApplyPolicySucceed = "ApplyPolicySucceed"
-	EventApplyPolicyFailed  = "ApplyPolicyFailed"
+	EventApplyPolicySucceed   = "ApplyPolicySucceed"
+	EventApplyPolicyFailed    = "ApplyPolicyFailed"
+	EventPreemptPolicySucceed = "PreemptPolicySucceed"
+	EventClaimReleased        = "ClaimReleased"
 )
 
 // Reasons of the template's Propagated condition.
@@ -85,6 +89,9 @@ type Controller struct {
 	// denials: binding status writes the apiserver refused the hub
 	// (bindingstatus); the binding cannot say so itself, its template does.
 	denials *forbidden.Denials
+
+	// preemptions counts preemptions (nil: not counted).
+	preemptions *prometheus.CounterVec
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -215,8 +222,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonManifestScope, msg)
 	}
 	bindingName := workobjects.BindingName(obj.GetKind(), obj.GetName())
-	policy, policyLabels := c.matchPolicy(tmpl.Namespace, obj)
-	if policy == nil {
+	// The claim is the binding's; a template not bound yet may carry the
+	// one Karmada recorded on the object (hub wrap --from-karmada keeps
+	// those labels, under Flotilla's keys), so a ported workload stays
+	// with the policy that claimed it there.
+	claim := objectClaim(obj)
+	if existing, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName)); existing != nil {
+		if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == tmpl.UID {
+			claim = claimOf(existing.Labels)
+		}
+	}
+	decision := DecideClaim(claim, c.candidates(tmpl.Namespace, obj))
+	if decision.Winner == nil {
 		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
 		msg := "no PropagationPolicy or ClusterPropagationPolicy selects this object"
 		if binding != nil {
@@ -224,11 +241,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonNoMatchingPolicy, msg)
 	}
+	policy, policyLabels := decision.Winner.Spec, claimLabels(decision.Winner.PolicyRef)
+	blocked := blockedCondition(tmpl, decision)
 	if missing := c.missingOverrides(policy, tmpl.Namespace, policyLabels); len(missing) > 0 {
 		binding, _ := c.bindings.Get(bindingKey(tmpl.Namespace, bindingName))
-		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonDependentOverridesMissing, dependentOverridesMessage(policyLabels, missing))
+		return c.writeStatus(ctx, tmpl, binding, metav1.ConditionFalse, ReasonDependentOverridesMissing, dependentOverridesMessage(policyLabels, missing), blocked)
 	}
-	binding, err := c.ensureBinding(ctx, tmpl, obj, bindingName, policy, policyLabels)
+	binding, updated, err := c.ensureBinding(ctx, tmpl, obj, bindingName, policy, policyLabels)
 	if err != nil {
 		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
 			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
@@ -246,6 +265,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.recorder.Eventf(tmpl, "Warning", EventApplyPolicyFailed, "Failed to apply %s: %v", policyDescription(policyLabels), err)
 		return err
 	}
+	if updated {
+		c.claimChanged(ctx, tmpl, decision)
+	}
 	if err := c.deleteOwnedBindings(ctx, key, tmpl.UID, bindingName); err != nil {
 		return err
 	}
@@ -254,10 +276,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// this the template would keep its last status (often
 		// NoMatchingPolicy, from before the policy) while the binding
 		// waits for a status that never comes.
-		return c.setPropagated(ctx, tmpl, binding, metav1.ConditionFalse, ReasonPermissionDenied,
-			permissionDeniedMessage(policyLabels, d, "the status of its binding "+binding.Name+" cannot be written"))
+		return c.writeStatus(ctx, tmpl, binding, metav1.ConditionFalse, ReasonPermissionDenied,
+			permissionDeniedMessage(policyLabels, d, "the status of its binding "+binding.Name+" cannot be written"), blocked)
 	}
-	return c.setPropagated(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels))
+	return c.writeStatus(ctx, tmpl, binding, metav1.ConditionTrue, ReasonPolicyMatched, "propagated by "+policyDescription(policyLabels), blocked)
 }
 
 // permissionDeniedMessage is the Propagated condition's message when the
@@ -290,59 +312,108 @@ func bindingKey(ns, name string) string {
 	return ns + "/" + name
 }
 
-// matchPolicy picks the policy for obj: a namespaced policy wins over a
-// cluster-wide one; among equals, the higher priority, then name order.
-func (c *Controller) matchPolicy(ns string, obj *unstructured.Unstructured) (*policyv1alpha1.PropagationSpec, map[string]string) {
+// candidates are the policies that select obj (a template of namespace
+// ns), with what DecideClaim needs to know of each. Policies being deleted
+// select nothing: their claims are released.
+func (c *Controller) candidates(ns string, obj *unstructured.Unstructured) []Candidate {
+	var out []Candidate
 	if ns != "" {
 		list, _ := c.policies.PropagationPolicies(ns).List(labels.Everything())
-		sort.Slice(list, func(i, j int) bool {
-			return policyBefore(list[i].Spec.Priority, list[i].Name, list[j].Spec.Priority, list[j].Name)
-		})
 		for _, p := range list {
-			if p.DeletionTimestamp == nil && selects(p.Spec.ResourceSelectors, obj, ns) {
-				return &p.Spec, map[string]string{workobjects.LabelPropagationPolicyNamespace: p.Namespace,
-					workobjects.LabelPropagationPolicyName: p.Name}
+			if cand, ok := candidateOf(p.Namespace, p.Name, p.UID, p.DeletionTimestamp != nil, &p.Spec, obj); ok {
+				cand.Object = p
+				out = append(out, cand)
 			}
 		}
 	}
 	list, _ := c.clusterPolicies.List(labels.Everything())
-	sort.Slice(list, func(i, j int) bool {
-		return policyBefore(list[i].Spec.Priority, list[i].Name, list[j].Spec.Priority, list[j].Name)
-	})
 	for _, p := range list {
-		if p.DeletionTimestamp == nil && selects(p.Spec.ResourceSelectors, obj, "") {
-			return &p.Spec, map[string]string{workobjects.LabelClusterPropagationPolicyName: p.Name}
+		if cand, ok := candidateOf("", p.Name, p.UID, p.DeletionTimestamp != nil, &p.Spec, obj); ok {
+			cand.Object = p
+			out = append(out, cand)
 		}
 	}
-	return nil, nil
+	return out
 }
 
-func policyBefore(pi *int32, ni string, pj *int32, nj string) bool {
-	vi, vj := int32(0), int32(0)
-	if pi != nil {
-		vi = *pi
+func candidateOf(ns, name string, uid types.UID, deleting bool, spec *policyv1alpha1.PropagationSpec, obj *unstructured.Unstructured) (Candidate, bool) {
+	implicit := SelectorsPriority(spec.ResourceSelectors, obj, ns)
+	if deleting || implicit == PriorityMisMatch {
+		return Candidate{}, false
 	}
-	if pj != nil {
-		vj = *pj
-	}
-	if vi != vj {
-		return vi > vj
-	}
-	return ni < nj
+	return Candidate{PolicyRef: PolicyRef{Namespace: ns, Name: name, UID: uid}, Priority: ptr.Deref(spec.Priority, 0),
+		Implicit: implicit, Preemption: spec.Preemption, NamesObject: namesObject(spec.ResourceSelectors, obj, ns == ""), Spec: spec}, true
 }
 
-// selects reports whether any selector matches obj. A namespaced policy
-// selects only objects of its own namespace, whatever its selectors say.
-func selects(selectors []policyv1alpha1.ResourceSelector, obj *unstructured.Unstructured, policyNamespace string) bool {
-	if policyNamespace != "" && obj.GetNamespace() != policyNamespace {
-		return false
+// claimBlock is a template's PreemptionBlocked condition and the policy
+// it names.
+type claimBlock struct {
+	condition metav1.Condition
+	policy    runtime.Object
+}
+
+// blockedCondition is the template's PreemptionBlocked condition for
+// decision, or nil when no policy is kept from the template.
+func blockedCondition(tmpl *workv1alpha1.ResourceTemplate, d ClaimDecision) *claimBlock {
+	if d.Blocked == nil {
+		return nil
 	}
-	for _, s := range selectors {
-		if overrides.SelectorMatches(s, obj) {
-			return true
+	return &claimBlock{policy: d.Blocked.Object, condition: metav1.Condition{Type: workobjects.TemplateConditionPreemptionBlocked,
+		Status: metav1.ConditionTrue, Reason: d.BlockedReason, Message: d.BlockedMessage, ObservedGeneration: tmpl.Generation}}
+}
+
+// claimChanged says, once the binding has been written, that the template
+// changed hands: by preemption (Karmada's PreemptPolicySucceed event), or
+// because its claim was released. The binding's new placement moves the
+// workload gracefully (the scheduler keeps the old clusters in graceful
+// eviction tasks until the new placement is healthy).
+func (c *Controller) claimChanged(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, d ClaimDecision) {
+	switch {
+	case d.Preempted != nil:
+		if c.preemptions != nil {
+			c.preemptions.WithLabelValues(kindOf(d.Winner.PolicyRef), kindOf(*d.Preempted)).Inc()
 		}
+		c.recorder.Eventf(tmpl, "Normal", EventPreemptPolicySucceed, "%s preempted %s", d.Winner.PolicyRef, *d.Preempted)
+		klog.FromContext(ctx).Info("Policy preempted a template's claim", "template", workobjects.Key(tmpl),
+			"policy", d.Winner.PolicyRef.String(), "preempted", d.Preempted.String())
+	case d.Released != nil && !d.Released.is(d.Winner.PolicyRef):
+		c.recorder.Eventf(tmpl, "Normal", EventClaimReleased, "%s no longer claims this object (%s); %s claims it now",
+			*d.Released, c.releaseCause(*d.Released), d.Winner.PolicyRef)
 	}
-	return false
+}
+
+// releaseCause says why a recorded claim no longer holds.
+func (c *Controller) releaseCause(r PolicyRef) string {
+	var uid types.UID
+	var deleting bool
+	if r.Cluster() {
+		p, err := c.clusterPolicies.Get(r.Name)
+		if err != nil {
+			return "deleted"
+		}
+		uid, deleting = p.UID, p.DeletionTimestamp != nil
+	} else {
+		p, err := c.policies.PropagationPolicies(r.Namespace).Get(r.Name)
+		if err != nil {
+			return "deleted"
+		}
+		uid, deleting = p.UID, p.DeletionTimestamp != nil
+	}
+	switch {
+	case deleting:
+		return "being deleted"
+	case r.UID != "" && r.UID != uid:
+		return "deleted and created again"
+	default:
+		return "it no longer selects the object"
+	}
+}
+
+func kindOf(r PolicyRef) string {
+	if r.Cluster() {
+		return "ClusterPropagationPolicy"
+	}
+	return "PropagationPolicy"
 }
 
 func policyDescription(l map[string]string) string {
@@ -360,10 +431,10 @@ func (e *bindingConflictError) Error() string { return e.msg }
 // and the object. It changes only the fields it owns, so the scheduler's
 // spec.clusters and the eviction tasks survive.
 func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, obj *unstructured.Unstructured,
-	name string, policy *policyv1alpha1.PropagationSpec, policyLabels map[string]string) (*workv1alpha1.ResourceBinding, error) {
+	name string, policy *policyv1alpha1.PropagationSpec, policyLabels map[string]string) (*workv1alpha1.ResourceBinding, bool, error) {
 	replicas, requirements, err := resourceinterpreter.GetReplicas(obj)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	placement := policy.Placement.DeepCopy()
 	want := workv1alpha1.ResourceBindingSpec{
@@ -396,19 +467,19 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		// which policy bound it. A binding changed by a policy or template
 		// change still gets one.
 		if err := c.bindings.Create(ctx, rb); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return rb, nil
+		return rb, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != tmpl.UID {
-		return nil, &bindingConflictError{msg: fmt.Sprintf("binding %s already belongs to another template; two templates cannot hold the same %s %s",
+		return nil, false, &bindingConflictError{msg: fmt.Sprintf("binding %s already belongs to another template; two templates cannot hold the same %s %s",
 			name, obj.GetKind(), obj.GetName())}
 	}
 	if current.DeletionTimestamp != nil {
-		return current, nil
+		return current, false, nil
 	}
 	updated := current.DeepCopy()
 	updated.Spec.Resource, updated.Spec.Replicas, updated.Spec.ReplicaRequirements = want.Resource, want.Replicas, want.ReplicaRequirements
@@ -416,7 +487,8 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
 	updated.Spec.ApplyStrategy = want.ApplyStrategy
 	updated.Spec.PropagateDeps = want.PropagateDeps
-	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName} {
+	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName,
+		workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
 		delete(updated.Labels, k)
 	}
 	if updated.Labels == nil {
@@ -425,15 +497,30 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	for k, v := range policyLabels {
 		updated.Labels[k] = v
 	}
-	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(updated.Labels, current.Labels) {
-		return current, nil
+	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
+		return current, false, nil
 	}
 	stored, err := c.bindings.Update(ctx, updated)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: updated binding %s", policyDescription(policyLabels), name)
-	return stored, nil
+	return stored, true, nil
+}
+
+// withoutNewPermanentID is want without the claim's permanent-id label
+// when current has none: a binding written before Flotilla recorded the
+// policy's UID keeps its claim by name, and an upgraded hub does not
+// rewrite every binding just to add the UID (it is added with the
+// binding's next change).
+func withoutNewPermanentID(want, current map[string]string) map[string]string {
+	out := maps.Clone(want)
+	for _, k := range []string{workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
+		if _, has := current[k]; !has {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // deleteOwnedBindings deletes the bindings the template of key controls,
@@ -472,15 +559,34 @@ func (c *Controller) deleteOwnedBindings(ctx context.Context, key string, uid an
 // when the hold ends: the binding's next steps usually replace it first.
 func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, binding *workv1alpha1.ResourceBinding,
 	status metav1.ConditionStatus, reason, message string) error {
+	return c.writeStatus(ctx, tmpl, binding, status, reason, message, nil)
+}
+
+// writeStatus is setPropagated with the PreemptionBlocked condition
+// (removed when blocked is nil). A change of that condition is written at
+// once, never held, and said once in an event on the template and on the
+// policy kept from it: once per change, not once per resync.
+func (c *Controller) writeStatus(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, binding *workv1alpha1.ResourceBinding,
+	status metav1.ConditionStatus, reason, message string, blocked *claimBlock) error {
 	key := workobjects.Key(tmpl)
 	updated := tmpl.DeepCopy()
 	updated.Status.ObservedGeneration = tmpl.Generation
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated,
 		Status: status, Reason: reason, Message: message, ObservedGeneration: tmpl.Generation})
+	shownBlock := meta.FindStatusCondition(tmpl.Status.Conditions, workobjects.TemplateConditionPreemptionBlocked)
+	newlyBlocked := false
+	if blocked != nil {
+		meta.SetStatusCondition(&updated.Status.Conditions, blocked.condition)
+		newlyBlocked = shownBlock == nil || shownBlock.Reason != blocked.condition.Reason || shownBlock.Message != blocked.condition.Message
+	} else {
+		meta.RemoveStatusCondition(&updated.Status.Conditions, workobjects.TemplateConditionPreemptionBlocked)
+	}
 	if binding != nil {
 		MirrorBinding(&updated.Status, binding, tmpl.Generation)
 	}
-	held := mayHold(tmpl.Status.Conditions, status, binding)
+	// A claim's state is shown at once: holding it back would hide for up
+	// to a hold why a new policy did not take the template.
+	held := mayHold(tmpl.Status.Conditions, status, binding) && !newlyBlocked && (blocked != nil) == (shownBlock != nil)
 	if apiequality.Semantic.DeepEqual(updated.Status, tmpl.Status) {
 		if !held {
 			c.holds.release(key)
@@ -524,6 +630,16 @@ func (c *Controller) setPropagated(ctx context.Context, tmpl *workv1alpha1.Resou
 		c.holds.written(key, c.clock.Now(), c.statusHold)
 	} else {
 		c.holds.release(key)
+	}
+	if newlyBlocked {
+		c.recorder.Event(tmpl, "Warning", blocked.condition.Reason, blocked.condition.Message)
+		if blocked.policy != nil {
+			kind := "ResourceTemplate"
+			if tmpl.Namespace == "" {
+				kind = "ClusterResourceTemplate"
+			}
+			c.recorder.Eventf(blocked.policy, "Warning", blocked.condition.Reason, "does not take %s %s: %s", kind, key, blocked.condition.Message)
+		}
 	}
 	return nil
 }
@@ -587,6 +703,13 @@ func (c *Controller) WithBindingStatusDenials(d *forbidden.Denials) *Controller 
 			c.queue.Add(keys[0])
 		}
 	})
+	return c
+}
+
+// WithPreemptionMetric counts preemptions on m, by the kinds of the
+// preempting and the preempted policy.
+func (c *Controller) WithPreemptionMetric(m *prometheus.CounterVec) *Controller {
+	c.preemptions = m
 	return c
 }
 

@@ -83,6 +83,10 @@ type Metrics struct {
 	// want of a permission, by resource (with subresource) and verb
 	// (pkg/hub/forbidden counts them in the clients' transport).
 	ForbiddenWrites *prometheus.CounterVec
+
+	// PolicyPreemptions counts templates a policy with preemption Always
+	// took from the policy that claimed them, by the kinds of both.
+	PolicyPreemptions *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -147,6 +151,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "serving_clusters", Help: "Clusters whose load-balancer addresses a MultiClusterIngress serves."}, []string{"namespace", "name"}),
 		ForbiddenWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "forbidden_writes_total", Help: "Writes the apiserver refused the hub for want of a permission (its role lacks the verb), by resource and verb."}, []string{"resource", "verb"}),
+		PolicyPreemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "detector",
+			Name: "policy_preemptions_total", Help: "Templates a policy with preemption Always took from the policy that claimed them, by the kind of the preempting and the preempted policy."},
+			[]string{"preemptor", "preempted"}),
 	}
 	reg.MustRegister(m.RemedyActions, m.IngressBlockedClusters, m.IngressServingClusters)
 	reg.MustRegister(m.Evictions, m.EvictionLatency, m.EvictionQueueDepth, m.GracefulTasks, m.GracefulTaskDuration, m.TaintToHealthy, m.ScheduleAttempts, m.ScheduleLatency, m.E2ESchedulingLatency, m.WorkOperations, m.BindingSyncLatency)
@@ -155,5 +162,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.NoExecuteSince, m.WorksNotApplied)
 	reg.MustRegister(m.Leader)
 	reg.MustRegister(m.ForbiddenWrites)
+	reg.MustRegister(m.PolicyPreemptions)
 	return m
 }

@@ -26,6 +26,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName=pp,categories=flotilla
 // +kubebuilder:printcolumn:name="PRIORITY",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="PREEMPTION",type=string,JSONPath=`.spec.preemption`,priority=1
 // +kubebuilder:printcolumn:name="CONFLICT-RESOLUTION",type=string,JSONPath=`.spec.conflictResolution`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -57,6 +58,7 @@ type PropagationPolicyList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=cpp,categories=flotilla
 // +kubebuilder:printcolumn:name="PRIORITY",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="PREEMPTION",type=string,JSONPath=`.spec.preemption`,priority=1
 // +kubebuilder:printcolumn:name="CONFLICT-RESOLUTION",type=string,JSONPath=`.spec.conflictResolution`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -97,12 +99,29 @@ type PropagationSpec struct {
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
 
-	// Priority breaks ties between policies that match the same template:
-	// the higher wins (then name order). A PropagationPolicy always wins over
-	// a ClusterPropagationPolicy.
+	// Priority decides which policy claims a template no policy has claimed
+	// yet, among those that select it: a PropagationPolicy before a
+	// ClusterPropagationPolicy, then the higher priority, then the more
+	// precise selector (by name, then by labelSelector, then by kind), then
+	// the lower name. Once claimed, a template stays with its policy until
+	// that policy is deleted or stops selecting it; a later policy takes it
+	// only with preemption Always.
 	// +kubebuilder:default=0
 	// +optional
 	Priority *int32 `json:"priority,omitempty"`
+
+	// Preemption says whether this policy takes templates another policy
+	// has claimed: Never (the default) or Always. With Always, a
+	// PropagationPolicy takes a template one of its resourceSelectors names
+	// from a lower-priority PropagationPolicy or from any
+	// ClusterPropagationPolicy; a ClusterPropagationPolicy takes one it
+	// names (with the namespace, for a namespaced object) from a
+	// lower-priority ClusterPropagationPolicy only. The workload moves
+	// gracefully: its old clusters keep it until the new placement is
+	// healthy.
+	// +kubebuilder:default=Never
+	// +optional
+	Preemption PreemptionBehavior `json:"preemption,omitempty"`
 
 	// Failover says how workloads move away from failed clusters and
 	// failed applications. Nil leaves cluster failover at the hub's defaults
@@ -154,6 +173,19 @@ type PropagationSpec struct {
 	// +optional
 	ApplyStrategy ApplyStrategy `json:"applyStrategy,omitempty"`
 }
+
+// PreemptionBehavior says whether a policy takes templates another policy
+// has claimed.
+// +kubebuilder:validation:Enum=Always;Never
+type PreemptionBehavior string
+
+// Preemption behaviours (Karmada's names).
+const (
+	// PreemptAlways takes claimed templates, as Preemption describes.
+	PreemptAlways PreemptionBehavior = "Always"
+	// PreemptNever never takes a template another policy has claimed.
+	PreemptNever PreemptionBehavior = "Never"
+)
 
 // ApplyStrategy is how an agent writes a Work's manifests.
 // +kubebuilder:validation:Enum=ServerSideApply;CreateOnly;ReadOnly
