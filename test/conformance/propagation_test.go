@@ -42,7 +42,9 @@ func propagateAndUpdate(t *testing.T, obj map[string]any, change func(*unstructu
 // (docs/comparison.md).
 func TestKarmada_PropagationPolicy_Deployment_Propagation(t *testing.T) {
 	propagateAndUpdate(t, deployment("nginx", 3),
-		func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas") },
+		func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
+		},
 		hasReplicas(4))
 }
 
@@ -79,7 +81,9 @@ func TestKarmada_PropagationPolicy_Job_Propagation(t *testing.T) {
 		"spec": map[string]any{"backoffLimit": int64(4), "template": map[string]any{"spec": map[string]any{"restartPolicy": "Never",
 			"containers": []any{map[string]any{"name": "pi", "image": "perl:5.34.0", "command": []any{"perl", "-Mbignum=bpi", "-wle", "print bpi(2000)"}}}}}}}
 	propagateAndUpdate(t, job,
-		func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(5), "spec", "backoffLimit") },
+		func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(5), "spec", "backoffLimit")
+		},
 		func(u *unstructured.Unstructured) bool {
 			n, _, _ := unstructured.NestedInt64(u.Object, "spec", "backoffLimit")
 			return n == 5
@@ -130,7 +134,9 @@ func TestKarmada_PropagationPolicy_LongPolicyName_Propagation(t *testing.T) {
 	if rb := c.binding(binding); rb.Labels[workobjects.LabelPropagationPolicyName] != name {
 		t.Errorf("binding claimed by %q, want the long-named policy", rb.Labels[workobjects.LabelPropagationPolicyName])
 	}
-	c.updateTemplate(name, func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas") })
+	c.updateTemplate(name, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
+	})
 	c.waitPresent(binding, members, hasReplicas(4))
 }
 
@@ -298,7 +304,9 @@ func TestKarmada_PropagationPolicy_Suspension_SuspendDispatching(t *testing.T) {
 // and waits for the change on the member.
 func resumeCase(t *testing.T, resume *policyv1alpha1.Suspension) {
 	c, member, binding := suspensionCase(t)
-	c.updateTemplate("deploy01", func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas") })
+	c.updateTemplate("deploy01", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
+	})
 	c.updatePolicy("deploy", func(s *policyv1alpha1.PropagationSpec) { s.Suspension = resume })
 	c.eventually("the change dispatched after the resume", func() (bool, error) {
 		w, obj := c.work(member, binding)
@@ -345,4 +353,3 @@ func setImage(u *unstructured.Unstructured, image string) {
 	}
 	_ = unstructured.SetNestedSlice(u.Object, containers, path...)
 }
-
