@@ -589,27 +589,35 @@ func (c *tc) waitEvent(reason, substr string) {
 }
 
 // report writes, as the agent of cluster would, the status of the
-// binding's Deployment on it: applied, with health and its replicas ready
+// binding's workload on it: applied, with health and its replicas ready
 // (all or none).
 func (c *tc) report(cluster, binding string, health workv1alpha1.ResourceHealth) {
+	c.t.Helper()
+	c.reportStatus(cluster, binding, health, func(obj *unstructured.Unstructured) string {
+		replicas, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		ready := replicas
+		if health != workv1alpha1.ResourceHealthy {
+			ready = 0
+		}
+		return fmt.Sprintf(`{"observedGeneration":1,"replicas":%d,"readyReplicas":%d,"availableReplicas":%d,"updatedReplicas":%d}`, replicas, ready, ready, replicas)
+	})
+}
+
+// reportStatus writes, as the agent of cluster would, the binding's object
+// applied with health and the status status returns for it.
+func (c *tc) reportStatus(cluster, binding string, health workv1alpha1.ResourceHealth, status func(*unstructured.Unstructured) string) {
 	c.t.Helper()
 	c.eventually(fmt.Sprintf("%s's Work reports %s", cluster, health), func() (bool, error) {
 		w, obj := c.work(cluster, binding)
 		if w == nil {
 			return false, nil
 		}
-		replicas, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
-		ready := replicas
-		if health != workv1alpha1.ResourceHealthy {
-			ready = 0
-		}
-		status := fmt.Sprintf(`{"observedGeneration":1,"replicas":%d,"readyReplicas":%d,"availableReplicas":%d,"updatedReplicas":%d}`, replicas, ready, ready, replicas)
 		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
 			Reason: "AppliedSuccessful", Message: "applied", ObservedGeneration: w.Generation})
 		gvk := obj.GroupVersionKind()
 		w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
 			Identifier: workv1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: c.ns, Name: obj.GetName()},
-			Status:     &runtime.RawExtension{Raw: []byte(status)}, Health: health}}
+			Status:     &runtime.RawExtension{Raw: []byte(status(obj))}, Health: health}}
 		_, err := c.fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(c.ctx, w, metav1.UpdateOptions{})
 		return err == nil, nil
 	})
