@@ -260,3 +260,32 @@ func TestKarmada_ApplicationFailover_PurgeModeDirectly(t *testing.T) {
 	c.report(to, binding, workv1alpha1.ResourceHealthy)
 	c.waitGone(binding, from)
 }
+
+// Karmada: test/e2e/suites/base/clusteraffinities_test.go,
+// It("failover testing with propagate deployment by clusterAffinities"):
+// terms group1 (member1) and group2 (member2), the not-ready NoExecute
+// taint tolerated 2 s; member1 fails and the workload lands on member2.
+// As in TestKarmada_ClusterFailover_NilFailoverBehavior, the failure is
+// member1 turning NotReady rather than a hand-written not-ready taint.
+func TestKarmada_ClusterAffinities_Failover(t *testing.T) {
+	c := newCase(t)
+	members := c.simClusters(2)
+	c.policy("nginx", policyv1alpha1.PropagationSpec{ResourceSelectors: selector("apps/v1", "Deployment", "nginx"),
+		Placement: policyv1alpha1.Placement{
+			ClusterTolerations: []corev1.Toleration{{Key: "cluster.flotilla.io/not-ready", Operator: corev1.TolerationOpExists,
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](2)}},
+			ClusterAffinities: []policyv1alpha1.ClusterAffinityTerm{
+				{AffinityName: "group1", ClusterAffinity: *onClusters(members[0])},
+				{AffinityName: "group2", ClusterAffinity: *onClusters(members[1])},
+			}}})
+	binding := c.template(deployment("nginx", 3))
+	c.waitPresent(binding, members[:1], nil)
+	cl, err := c.fc.ClusterV1alpha1().Clusters().Get(c.ctx, members[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setReady(cl, metav1.ConditionFalse)
+	c.waitPresent(binding, members[1:], nil)
+	c.setReady(cl, metav1.ConditionTrue)
+	c.waitGone(binding, members[0])
+}
