@@ -225,16 +225,22 @@ func (c *tc) clusters(kind string, specs ...clusterSpec) []string {
 	var names []string
 	for i, s := range specs {
 		name := fmt.Sprintf("%s-%s-%d", kind, c.id, i+1)
-		cl := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.labels},
-			Spec: clusterv1alpha1.ClusterSpec{Provider: s.provider, Region: s.region, Zones: s.zones}}
-		created, err := c.fc.ClusterV1alpha1().Clusters().Create(c.ctx, cl, metav1.CreateOptions{})
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		c.setReady(created, metav1.ConditionTrue)
+		c.registerCluster(name, s)
 		names = append(names, name)
 	}
 	return names
+}
+
+// registerCluster registers one member named name.
+func (c *tc) registerCluster(name string, s clusterSpec) {
+	c.t.Helper()
+	cl := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.labels},
+		Spec: clusterv1alpha1.ClusterSpec{Provider: s.provider, Region: s.region, Zones: s.zones}}
+	created, err := c.fc.ClusterV1alpha1().Clusters().Create(c.ctx, cl, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.setReady(created, metav1.ConditionTrue)
 }
 
 // simClusters registers n plain simulated members.
