@@ -642,20 +642,5 @@ func (c *tc) waitUnclaimed(template string) {
 	})
 }
 
-// patchTemplateLabels merges labels into the template's object.
-func (c *tc) patchTemplateLabels(name string, labels map[string]string) {
-	c.t.Helper()
-	c.updateTemplate(name, func(u *unstructured.Unstructured) {
-		l := u.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		for k, v := range labels {
-			l[k] = v
-		}
-		u.SetLabels(l)
-	})
-}
-
-// deleteNow deletes in the foreground of nothing: the object goes at once.
+// deleteNow deletes with the server's default options.
 var deleteNow = metav1.DeleteOptions{}
