@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -150,50 +149,164 @@ func TestKarmada_ClusterPropagationPolicy_Suspension_SuspendDispatching(t *testi
 	})
 }
 
-// Karmada: test/e2e/suites/base/clustertaintpolicy_test.go, Context("One
-// condition match"), It("taint should be added and removed upon single
-// condition match"). Flotilla's ClusterTaintPolicy is in
-// cluster.flotilla.io (Karmada: policy.karmada.io; hub wrap maps it).
-func TestKarmada_ClusterTaintPolicy_OneConditionMatch(t *testing.T) {
+// taintPolicyCase creates a ClusterTaintPolicy for the second of two
+// members adding taints while every condition of conditions is False (or
+// Unknown) and removing them while every one is True, as Karmada's cases
+// do; it sets the conditions False, waits for the taints, sets them True
+// and waits until they are gone.
+func taintPolicyCase(t *testing.T, conditions []string, taints []clusterv1alpha1.Taint) {
 	c := newCase(t)
 	target := c.simClusters(2)[1]
-	ctp := &clusterv1alpha1.ClusterTaintPolicy{ObjectMeta: metav1.ObjectMeta{Name: "ctp-" + c.id},
-		Spec: clusterv1alpha1.ClusterTaintPolicySpec{
-			TargetClusters: onClusters(target),
-			AddOnConditions: []clusterv1alpha1.MatchCondition{{ConditionType: "NetworkReady", Operator: clusterv1alpha1.MatchConditionOpIn,
-				StatusValues: []metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionUnknown}}},
-			RemoveOnConditions: []clusterv1alpha1.MatchCondition{{ConditionType: "NetworkReady", Operator: clusterv1alpha1.MatchConditionOpIn,
-				StatusValues: []metav1.ConditionStatus{metav1.ConditionTrue}}},
-			Taints: []clusterv1alpha1.Taint{{Key: "testing/network-not-ready", Effect: corev1.TaintEffectNoSchedule}}}}
+	spec := clusterv1alpha1.ClusterTaintPolicySpec{TargetClusters: onClusters(target), Taints: taints}
+	for _, cond := range conditions {
+		spec.AddOnConditions = append(spec.AddOnConditions, clusterv1alpha1.MatchCondition{ConditionType: cond, Operator: clusterv1alpha1.MatchConditionOpIn,
+			StatusValues: []metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionUnknown}})
+		spec.RemoveOnConditions = append(spec.RemoveOnConditions, clusterv1alpha1.MatchCondition{ConditionType: cond, Operator: clusterv1alpha1.MatchConditionOpIn,
+			StatusValues: []metav1.ConditionStatus{metav1.ConditionTrue}})
+	}
+	ctp := &clusterv1alpha1.ClusterTaintPolicy{ObjectMeta: metav1.ObjectMeta{Name: "ctp-" + c.id}, Spec: spec}
 	if _, err := c.fc.ClusterV1alpha1().ClusterTaintPolicies().Create(c.ctx, ctp, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = c.fc.ClusterV1alpha1().ClusterTaintPolicies().Delete(context.Background(), ctp.Name, deleteNow)
 	})
-	taint := corev1.Taint{Key: "testing/network-not-ready", Effect: corev1.TaintEffectNoSchedule}
-	setNetworkReady := func(status metav1.ConditionStatus) {
-		c.eventually("NetworkReady="+string(status), func() (bool, error) {
-			cl, err := c.fc.ClusterV1alpha1().Clusters().Get(c.ctx, target, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: "NetworkReady", Status: status, Reason: "Test", Message: "set by the test"})
-			_, err = c.fc.ClusterV1alpha1().Clusters().UpdateStatus(c.ctx, cl, metav1.UpdateOptions{})
-			return err == nil, nil
-		})
-	}
-	hasTaint := func(want bool) func() (bool, error) {
+	haveTaints := func(want bool) func() (bool, error) {
 		return func() (bool, error) {
 			cl, err := c.fc.ClusterV1alpha1().Clusters().Get(c.ctx, target, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
-			return slices.ContainsFunc(cl.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) }) == want, nil
+			for _, taint := range taints {
+				ct := corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: taint.Effect}
+				if slices.ContainsFunc(cl.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&ct) }) != want {
+					return false, nil
+				}
+			}
+			return true, nil
 		}
 	}
-	setNetworkReady(metav1.ConditionFalse)
-	c.eventually("taint added", hasTaint(true))
-	setNetworkReady(metav1.ConditionTrue)
-	c.eventually("taint removed", hasTaint(false))
+	for _, cond := range conditions {
+		c.setCondition(target, cond, metav1.ConditionFalse)
+	}
+	c.eventually("taints added", haveTaints(true))
+	for _, cond := range conditions {
+		c.setCondition(target, cond, metav1.ConditionTrue)
+	}
+	c.eventually("taints removed", haveTaints(false))
+}
+
+// Karmada: test/e2e/suites/base/clustertaintpolicy_test.go, Context("One
+// condition match"), It("taint should be added and removed upon single
+// condition match"). Flotilla's ClusterTaintPolicy is in
+// cluster.flotilla.io (Karmada: policy.karmada.io; hub wrap maps it).
+func TestKarmada_ClusterTaintPolicy_OneConditionMatch(t *testing.T) {
+	taintPolicyCase(t, []string{"NetworkReady"}, []clusterv1alpha1.Taint{{Key: "testing/network-not-ready", Effect: corev1.TaintEffectNoSchedule}})
+}
+
+// Karmada: clustertaintpolicy_test.go, Context("Multi conditions match"),
+// It("taint should be added and removed upon multi conditions match").
+func TestKarmada_ClusterTaintPolicy_MultiConditionsMatch(t *testing.T) {
+	taintPolicyCase(t, []string{"NetworkReady", "StorageReady"}, []clusterv1alpha1.Taint{{Key: "testing/all-not-ready", Effect: corev1.TaintEffectNoSchedule}})
+}
+
+// Karmada: clustertaintpolicy_test.go, Context("Control with multiple
+// taints"), It("multiple taints should be added and removed upon conditions
+// match").
+func TestKarmada_ClusterTaintPolicy_MultipleTaints(t *testing.T) {
+	taintPolicyCase(t, []string{"NetworkReady"}, []clusterv1alpha1.Taint{
+		{Key: "testing/network-not-ready", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "testing/network-not-ready", Effect: corev1.TaintEffectNoExecute},
+	})
+}
+
+// Karmada: clusterpropagationpolicy_test.go, Describe("[CornerCase]
+// ClusterPropagationPolicy testing"), Context("Deployment propagation
+// testing"), It("deployment propagation testing"): the selector names the
+// Deployment without a namespace.
+func TestKarmada_ClusterPropagationPolicy_CornerCase_SelectorWithoutNamespace(t *testing.T) {
+	c := newCase(t)
+	member := c.simClusters(1)[0]
+	name := "cornercase-" + c.id
+	c.clusterPolicy("cpp-"+c.id, policyv1alpha1.PropagationSpec{
+		ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: name}},
+		Placement:         policyv1alpha1.Placement{ClusterAffinity: onClusters(member)}})
+	binding := c.template(deployment(name, 3))
+	c.waitPresent(binding, []string{member}, hasReplicas(3))
+	c.updateTemplate(name, setReplicas(4))
+	c.waitPresent(binding, []string{member}, hasReplicas(4))
+}
+
+// cppEditCase is Karmada's [AdvancedCase] "Edit ClusterPropagationPolicy"
+// setup for Deployments: a ClusterPropagationPolicy selecting deploy01
+// onto one member, deploy01 and deploy02 created, deploy01 present.
+func cppEditCase(t *testing.T) (c *tc, member, cpp string) {
+	c = newCase(t)
+	member = c.simClusters(1)[0]
+	cpp = "cpp-" + c.id
+	c.clusterPolicy(cpp, policyv1alpha1.PropagationSpec{
+		ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: c.ns, Name: "deploy01"}},
+		Placement:         policyv1alpha1.Placement{ClusterAffinity: onClusters(member)}})
+	c.template(deployment("deploy01", 3))
+	c.template(deployment("deploy02", 3))
+	c.waitPresent("deploy01-deployment", []string{member}, nil)
+	return c, member, cpp
+}
+
+// Karmada: clusterpropagationpolicy_test.go, Describe("[AdvancedCase]
+// ClusterPropagationPolicy testing"), Context("Edit ClusterPropagationPolicy
+// ResourceSelectors"), It("update resourceSelectors item"). Differs by
+// design as the PropagationPolicy case does: deploy01's template says
+// NoMatchingPolicy and its binding and copy are kept.
+func TestKarmada_ClusterPropagationPolicy_EditResourceSelectors_Update(t *testing.T) {
+	c, member, cpp := cppEditCase(t)
+	c.updateClusterPolicy(cpp, func(s *policyv1alpha1.PropagationSpec) {
+		s.ResourceSelectors = []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: c.ns, Name: "deploy02"}}
+	})
+	c.waitPresent("deploy02-deployment", []string{member}, nil)
+	c.waitUnclaimed("deploy01")
+	c.waitPresent("deploy01-deployment", []string{member}, nil)
+}
+
+// Karmada: clusterpropagationpolicy_test.go, Describe("[AdvancedCase]
+// ClusterPropagationPolicy testing"), Context("Edit ClusterPropagationPolicy
+// fields other than resourceSelector"), It("update policy propagateDeps").
+func TestKarmada_ClusterPropagationPolicy_EditFields_PropagateDeps(t *testing.T) {
+	c, _, cpp := cppEditCase(t)
+	c.updateClusterPolicy(cpp, func(s *policyv1alpha1.PropagationSpec) { s.PropagateDeps = true })
+	c.eventually("binding propagateDeps", func() (bool, error) {
+		rb := c.binding("deploy01-deployment")
+		return rb != nil && rb.Spec.PropagateDeps, nil
+	})
+}
+
+// Karmada: clusterpropagationpolicy_test.go, Describe("[DeleteCase]
+// ClusterPropagationPolicy testing"), It("delete ClusterPropagationPolicy
+// and check whether labels and annotations are deleted correctly"). Differs
+// by design as the PropagationPolicy case does.
+func TestKarmada_ClusterPropagationPolicy_Delete_RemovesClaim(t *testing.T) {
+	c, member, cpp := cppEditCase(t)
+	if err := c.fc.PolicyV1alpha1().ClusterPropagationPolicies().Delete(c.ctx, cpp, deleteNow); err != nil {
+		t.Fatal(err)
+	}
+	c.waitUnclaimed("deploy01")
+	c.waitPresent("deploy01-deployment", []string{member}, nil)
+}
+
+// Karmada: clusterpropagationpolicy_test.go, Describe("[DeleteCase]
+// ClusterPropagationPolicy testing"), It("delete the old
+// ClusterPropagationPolicy to unbind and create a new one").
+func TestKarmada_ClusterPropagationPolicy_Delete_UnbindAndCreateNew(t *testing.T) {
+	c := newCase(t)
+	members := c.simClusters(2)
+	sel := []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: c.ns, Name: "deploy01"}}
+	c.clusterPolicy("cpp01-"+c.id, policyv1alpha1.PropagationSpec{ResourceSelectors: sel, Placement: policyv1alpha1.Placement{ClusterAffinity: onClusters(members[0])}})
+	binding := c.template(deployment("deploy01", 3))
+	c.waitPresent(binding, members[:1], nil)
+	if err := c.fc.PolicyV1alpha1().ClusterPropagationPolicies().Delete(c.ctx, "cpp01-"+c.id, deleteNow); err != nil {
+		t.Fatal(err)
+	}
+	c.clusterPolicy("cpp02-"+c.id, policyv1alpha1.PropagationSpec{ResourceSelectors: sel, Placement: policyv1alpha1.Placement{ClusterAffinity: onClusters(members[1])}})
+	c.waitGone(binding, members[0])
+	c.waitPresent(binding, members[1:], nil)
 }

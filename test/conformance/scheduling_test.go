@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -151,33 +152,94 @@ func TestKarmada_JobReplicaScheduling_DividedWeighted(t *testing.T) {
 // (Karmada picks 1 or 2 at random; both are run here).
 func TestKarmada_Scheduling_LabelAndGroupConstraints_Deployment(t *testing.T) {
 	for _, groups := range []int32{1, 2} {
-		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) { labelAndGroups(t, groups) })
+		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) {
+			labelAndGroups(t, groups, deployment("nginx", 3), setReplicas(4), hasReplicas(4))
+		})
 	}
 }
 
-func labelAndGroups(t *testing.T, groups int32) {
+// Karmada: scheduling_test.go, Describe("propagation with label and group
+// constraints testing"), Context("Job propagation testing"), It("Job
+// propagation with label and group constraints testing"): the same for a
+// Job, whose parallelism then changes.
+func TestKarmada_Scheduling_LabelAndGroupConstraints_Job(t *testing.T) {
+	job := map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "pi"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never",
+			"containers": []any{map[string]any{"name": "pi", "image": "perl:5.34.0"}}}}}}
+	for _, groups := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) {
+			labelAndGroups(t, groups, job,
+				func(u *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "parallelism")
+				},
+				func(u *unstructured.Unstructured) bool {
+					p, _, _ := unstructured.NestedInt64(u.Object, "spec", "parallelism")
+					return p == 3
+				})
+		})
+	}
+}
+
+// labelAndGroups propagates obj with a label selector matching three of
+// four members and spreadByField cluster min = max = groups, checks it is
+// Scheduled onto that many labelled members, then that change reaches them.
+func labelAndGroups(t *testing.T, groups int32, obj map[string]any, change func(*unstructured.Unstructured), changed func(*unstructured.Unstructured) bool) {
 	c := newCase(t)
 	location := map[string]string{"location": "CHN-" + c.id}
 	members := c.clusters("sim", clusterSpec{labels: location}, clusterSpec{labels: location}, clusterSpec{labels: location}, clusterSpec{})
-	c.policy("nginx", policyv1alpha1.PropagationSpec{ResourceSelectors: selector("apps/v1", "Deployment", "nginx"),
+	u := &unstructured.Unstructured{Object: obj}
+	c.policy(u.GetName(), policyv1alpha1.PropagationSpec{ResourceSelectors: selector(u.GetAPIVersion(), u.GetKind(), u.GetName()),
 		Placement: policyv1alpha1.Placement{
 			ClusterAffinity:   &policyv1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{MatchLabels: location}},
 			SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MaxGroups: groups, MinGroups: groups}}}})
-	binding := c.template(deployment("nginx", 3))
+	binding := c.template(obj)
 	var rb *workv1alpha1.ResourceBinding
 	c.eventually("scheduled onto the groups", func() (bool, error) {
 		rb = c.binding(binding)
 		return rb != nil && meta.IsStatusConditionTrue(rb.Status.Conditions, workv1alpha1.BindingConditionScheduled) && len(rb.Spec.Clusters) == int(groups), nil
 	})
 	targets := placedNames(rb.Spec.Clusters)
-	for _, n := range targets {
-		if n == members[3] {
-			t.Fatalf("scheduled onto %s, which lacks the label", n)
-		}
+	if slices.Contains(targets, members[3]) {
+		t.Fatalf("scheduled onto %s, which lacks the label", members[3])
 	}
 	c.waitPresent(binding, targets, nil)
-	c.updateTemplate("nginx", setReplicas(4))
-	c.waitPresent(binding, targets, hasReplicas(4))
+	c.updateTemplate(u.GetName(), change)
+	c.waitPresent(binding, targets, changed)
+}
+
+// Karmada: scheduling_test.go, Describe("propagation with label and group
+// constraints testing"), Context("CustomResourceDefinition propagation
+// testing"), It("CRD with specified label and group constraints
+// propagation testing"): a CRD with a ClusterPropagationPolicy.
+func TestKarmada_Scheduling_LabelAndGroupConstraints_CRD(t *testing.T) {
+	c := newCase(t)
+	location := map[string]string{"location": "CHN-" + c.id}
+	members := c.clusters("sim", clusterSpec{labels: location}, clusterSpec{labels: location}, clusterSpec{labels: location}, clusterSpec{})
+	name := "bars" + c.id + ".example.karmada.io"
+	c.clusterPolicy("cpp-"+c.id, policyv1alpha1.PropagationSpec{
+		ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: name}},
+		Placement: policyv1alpha1.Placement{
+			ClusterAffinity:   &policyv1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{MatchLabels: location}},
+			SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MaxGroups: 2, MinGroups: 2}}}})
+	binding := c.clusterTemplate(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"group": "example.karmada.io", "scope": "Namespaced",
+			"names": map[string]any{"plural": "bars" + c.id, "singular": "bar" + c.id, "kind": "Bar" + c.id, "listKind": "Bar" + c.id + "List"},
+			"versions": []any{map[string]any{"name": "v1alpha1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}})
+	var targets []string
+	c.eventually("scheduled onto two labelled members", func() (bool, error) {
+		crb, err := c.fc.WorkV1alpha1().ClusterResourceBindings().Get(c.ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		targets = placedNames(crb.Spec.Clusters)
+		return meta.IsStatusConditionTrue(crb.Status.Conditions, workv1alpha1.BindingConditionScheduled) && len(targets) == 2, nil
+	})
+	if slices.Contains(targets, members[3]) {
+		t.Fatalf("scheduled onto %s, which lacks the label", members[3])
+	}
+	c.waitClusterPresent(binding, targets, nil)
 }
 
 // Karmada: test/e2e/suites/base/fieldselector_test.go, Context("Deployment
