@@ -126,17 +126,20 @@ func TestKarmada_PropagationPolicy_RoleBinding_Propagation(t *testing.T) {
 func TestKarmada_PropagationPolicy_LongPolicyName_Propagation(t *testing.T) {
 	c := newCase(t)
 	members := c.simClusters(2)
-	name := "deploy-longname-longname-longname-longname-longname-longname-" + c.id
+	// Longer than 63 characters, the limit of a label value, for the policy
+	// and the Deployment alike.
+	name := "deploy-longname-longname-longname-longname-longname-longname-k" + c.id
+	d := deployment("longname", 3)
+	d["metadata"].(map[string]any)["name"] = name
 	c.policy(name, policyv1alpha1.PropagationSpec{ResourceSelectors: selector("apps/v1", "Deployment", name),
 		Placement: policyv1alpha1.Placement{ClusterAffinity: onClusters(members...)}})
-	binding := c.template(deployment(name, 3))
+	binding := c.template(d)
 	c.waitPresent(binding, members, nil)
-	if rb := c.binding(binding); rb.Labels[workobjects.LabelPropagationPolicyName] != name {
-		t.Errorf("binding claimed by %q, want the long-named policy", rb.Labels[workobjects.LabelPropagationPolicyName])
+	// The binding names the policy in a label: shortened, with a hash.
+	if got := c.binding(binding).Labels[workobjects.LabelPropagationPolicyName]; got != workobjects.PolicyLabelValue(name) || len(got) > 63 {
+		t.Errorf("binding's policy label %q, want %q", got, workobjects.PolicyLabelValue(name))
 	}
-	c.updateTemplate(name, func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
-	})
+	c.updateTemplate(name, setReplicas(4))
 	c.waitPresent(binding, members, hasReplicas(4))
 }
 
