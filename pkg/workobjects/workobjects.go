@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -46,7 +47,8 @@ const (
 
 	// LabelPropagationPolicyNamespace / Name and
 	// LabelClusterPropagationPolicyName on a binding name the policy that
-	// selected its template.
+	// selected its template (a name longer than a label value may be is
+	// shortened: PolicyLabelValue).
 	LabelPropagationPolicyNamespace   = "propagationpolicy.flotilla.io/namespace"
 	LabelPropagationPolicyName        = "propagationpolicy.flotilla.io/name"
 	LabelClusterPropagationPolicyName = "clusterpropagationpolicy.flotilla.io/name"
@@ -84,6 +86,29 @@ func WorkName(bindingNamespace, bindingName string) string {
 		name = strings.TrimRight(name[:200], "-.")
 	}
 	return name + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// PolicyLabelValue is a policy's name as a label value: the name itself
+// when it fits (at most 63 characters), else its first 52 characters, a
+// dash and 10 hex digits of its hash. A policy name may have up to 253
+// characters and a label value only 63; Karmada's e2e suite propagates with
+// a policy name longer than 63.
+func PolicyLabelValue(name string) string {
+	if len(name) <= validation.LabelValueMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:52], "-.") + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// PolicyLabels is labels with every value made a valid label value by
+// PolicyLabelValue.
+func PolicyLabels(policyLabels map[string]string) map[string]string {
+	out := make(map[string]string, len(policyLabels))
+	for k, v := range policyLabels {
+		out[k] = PolicyLabelValue(v)
+	}
+	return out
 }
 
 // Key is the queue key of a template or binding.

@@ -101,9 +101,11 @@ func (r PolicyRef) String() string {
 	return "PropagationPolicy " + r.Namespace + "/" + r.Name
 }
 
-// is says whether a claim on r is a claim of the policy c.
+// is says whether a claim on r is a claim of the policy c. A claim read
+// from a binding's labels holds a long policy name shortened
+// (workobjects.PolicyLabelValue), so that form matches too.
 func (r PolicyRef) is(c PolicyRef) bool {
-	return r.Namespace == c.Namespace && r.Name == c.Name && (r.UID == "" || r.UID == c.UID)
+	return r.Namespace == c.Namespace && (r.Name == c.Name || r.Name == workobjects.PolicyLabelValue(c.Name)) && (r.UID == "" || r.UID == c.UID)
 }
 
 // Candidate is a policy that selects the object (and is not being

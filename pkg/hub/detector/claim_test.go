@@ -337,3 +337,23 @@ func TestObjectClaim(t *testing.T) {
 		})
 	}
 }
+
+// A binding's labels hold a policy name longer than 63 characters
+// shortened (workobjects.PolicyLabelValue): the claim read back from them is
+// still that policy's, so it holds instead of being released on every sync.
+func TestClaimOfALongPolicyNameHolds(t *testing.T) {
+	long := strings.Repeat("a-very-long-policy-name-", 5)
+	for _, ns := range []string{"default", ""} {
+		c := cand(ns, long, 0, PriorityMatchName, never)
+		c.UID = "6f1c2b0e-3d4a-4e5f-9a8b-7c6d5e4f3a2b"
+		labels := workobjects.PolicyLabels(claimLabels(c.PolicyRef))
+		if got := labels[workobjects.LabelPropagationPolicyName] + labels[workobjects.LabelClusterPropagationPolicyName]; got == long {
+			t.Fatalf("the label holds the name unshortened: %q", got)
+		}
+		other := cand(ns, "other", 0, PriorityMatchName, never)
+		d := DecideClaim(claimOf(labels), []Candidate{other, c})
+		if d.Released != nil || d.Winner == nil || d.Winner.Name != long {
+			t.Errorf("namespace %q: claim %+v of the long-named policy: winner %v, released %v; want it held", ns, claimOf(labels), d.Winner, d.Released)
+		}
+	}
+}

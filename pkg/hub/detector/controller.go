@@ -457,7 +457,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 			kind = "ClusterResourceTemplate"
 		}
 		rb := &workv1alpha1.ResourceBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tmpl.Namespace, Labels: policyLabels,
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tmpl.Namespace, Labels: workobjects.PolicyLabels(policyLabels),
 				Finalizers:      []string{workobjects.BindingFinalizer},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tmpl, workv1alpha1.SchemeGroupVersion.WithKind(kind))}},
 			Spec: want,
@@ -494,7 +494,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	if updated.Labels == nil {
 		updated.Labels = map[string]string{}
 	}
-	for k, v := range policyLabels {
+	for k, v := range workobjects.PolicyLabels(policyLabels) {
 		updated.Labels[k] = v
 	}
 	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
