@@ -80,7 +80,7 @@ func TestDecideBackendHealth(t *testing.T) {
 			reasons: map[string]string{"member1": networkingv1alpha1.TrafficReasonBlocked, "member2": networkingv1alpha1.TrafficReasonFailOpen}},
 		{name: "ready endpoints on a NotReady cluster do not count", counts: map[string]int32{"member1": 1, "member2": 1, "member3": 1},
 			clusters: map[string]*clusterv1alpha1.Cluster{"member1": member("member1", metav1.ConditionFalse), "member2": three["member2"], "member3": three["member3"]},
-			serving: []string{"member2", "member3"}, reasons: map[string]string{"member1": networkingv1alpha1.TrafficReasonClusterNotReady}},
+			serving:  []string{"member2", "member3"}, reasons: map[string]string{"member1": networkingv1alpha1.TrafficReasonClusterNotReady}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Inputs{Services: map[string][]*workv1alpha1.ResourceBinding{"web": {web(tc.counts)}}, Clusters: tc.clusters}
@@ -153,7 +153,7 @@ func TestDecideFailoverOrder(t *testing.T) {
 		{nil, []string{"a1", "a2"}},
 		{[]string{"a1"}, []string{"a2"}},
 		{[]string{"a1", "a2"}, []string{"b1"}},
-		{[]string{"a1", "a2", "b1"}, []string{"c1"}}, // clusters in no group come last
+		{[]string{"a1", "a2", "b1"}, []string{"c1"}},             // clusters in no group come last
 		{[]string{"a1", "a2", "b1", "c1"}, []string{"a1", "a2"}}, // fail open keeps the order: the first group
 	}
 	for _, st := range steps {
