@@ -121,8 +121,8 @@ type Controller struct {
 	// endpoints counts the ready endpoints of applied Services (nil
 	// without a member clientset).
 	endpoints *endpointCounter
-	queue      workqueue.TypedRateLimitingInterface[string]
-	admission  admission
+	queue     workqueue.TypedRateLimitingInterface[string]
+	admission admission
 	// beforeWriteHook, when set (tests only), runs right before each write
 	// to a member object, between the decision and the write.
 	beforeWriteHook func(op string, obj *unstructured.Unstructured)
