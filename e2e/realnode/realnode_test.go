@@ -249,9 +249,9 @@ var _ = Describe("Real nodes", Ordered, func() {
 		pathType := networkingv1.PathTypePrefix
 		_, err = flotilla.NetworkingV1alpha1().MultiClusterIngresses(webNS).Create(ctx, &networkingv1alpha1.MultiClusterIngress{
 			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: webNS},
-			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
+			Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
 				HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pathType,
-					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}},
+					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = flotilla.RemedyV1alpha1().Remedies().Create(ctx, &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-realnode-dns"},

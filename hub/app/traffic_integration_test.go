@@ -84,9 +84,9 @@ func TestRemedyTrafficControl(t *testing.T) {
 	}
 
 	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
 			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
-				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}}
 	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}
 	}
 	old, err := mcis.Create(ctx, &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "default"},
-		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("web.example.com", "web"), rule("api.example.com", "api")}}}, metav1.CreateOptions{})
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("web.example.com", "web"), rule("api.example.com", "api")}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

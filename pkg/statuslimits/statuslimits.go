@@ -39,6 +39,10 @@ const (
 	// field; the agent keeps to it and the hub drops a larger one when it
 	// reads it.
 	MaxReflectedStatus = 16 << 10
+	// MaxReadyEndpoints is the most ready endpoints a Service's manifest
+	// status reports: a count only says whether a backend serves, and a
+	// bound keeps a lying member's number harmless.
+	MaxReadyEndpoints = 1000000
 )
 
 // Bounds of what the hub writes from many clusters' reports.

@@ -150,6 +150,9 @@ func TestCRDMatchesLimits(t *testing.T) {
 	if st := manifests.Items.Schema.Properties["status"]; st.MaxProperties == nil || *st.MaxProperties != MaxStatusProperties {
 		t.Errorf("manifestStatuses[].status maxProperties %v, want %d", st.MaxProperties, MaxStatusProperties)
 	}
+	if re := manifests.Items.Schema.Properties["readyEndpoints"]; re.Maximum == nil || *re.Maximum != MaxReadyEndpoints {
+		t.Errorf("manifestStatuses[].readyEndpoints maximum %v, want %d", re.Maximum, MaxReadyEndpoints)
+	}
 	for name, p := range manifests.Items.Schema.Properties["identifier"].Properties {
 		if p.Type == "string" && (p.MaxLength == nil || *p.MaxLength > maxIdentifier) {
 			t.Errorf("identifier.%s maxLength %v, want at most %d", name, p.MaxLength, maxIdentifier)

@@ -75,6 +75,9 @@ func WorkStatus(s *workv1alpha1.WorkStatus) {
 		default:
 			ms.Health = workv1alpha1.ResourceUnknown
 		}
+		if ms.ReadyEndpoints != nil && (*ms.ReadyEndpoints < 0 || *ms.ReadyEndpoints > MaxReadyEndpoints) {
+			ms.ReadyEndpoints = nil // outside what the CRD admits: not a count to act on
+		}
 		id := &ms.Identifier
 		for _, p := range []*string{&id.Group, &id.Version, &id.Kind, &id.Resource, &id.Namespace, &id.Name} {
 			*p = Text(*p, maxIdentifier)

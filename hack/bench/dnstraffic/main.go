@@ -36,7 +36,7 @@ import (
 )
 
 func main() {
-	hosts := flag.Int("hosts", 100, "MultiClusterIngress hosts served (one MCI each, 3 IPv4 and 1 IPv6 address)")
+	hosts := flag.Int("hosts", 100, "MultiClusterIngress hosts served (one MCI each, 3 serving clusters with 3 IPv4 and 1 IPv6 address; every other one weighted)")
 	clients := flag.Int("clients", 32, "concurrent UDP clients")
 	duration := flag.Duration("duration", 10*time.Second, "measuring time")
 	maxInFlight := flag.Int("max-in-flight", 1024, "the server's --dns-traffic-max-in-flight")
@@ -52,8 +52,27 @@ func run(hosts, clients int, duration time.Duration, maxInFlight int) error {
 	for i := range hosts {
 		mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("mci-%d", i)}}
 		mci.Spec.Rules = []networkingv1.IngressRule{{Host: fmt.Sprintf("h%d.example.com", i)}}
-		for _, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "2001:db8::1"} {
-			mci.Status.LoadBalancer.Ingress = append(mci.Status.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: ip})
+		// As the MCI controller writes it: three serving clusters, their
+		// addresses and weights; every other ingress weighted 50/30/20,
+		// so half the queries take the weighted pick.
+		for _, c := range []struct {
+			name   string
+			weight int32
+			ips    []string
+		}{{"member1", 50, []string{"10.0.0.1"}}, {"member2", 30, []string{"10.0.0.2", "2001:db8::1"}}, {"member3", 20, []string{"10.0.0.3"}}} {
+			ct := networkingv1alpha1.ClusterTraffic{Name: c.name, Serving: true, Reason: networkingv1alpha1.TrafficReasonHealthy, Weight: 1}
+			if i%2 == 1 {
+				ct.Weight = c.weight
+			}
+			for _, ip := range c.ips {
+				ct.Addresses = append(ct.Addresses, networkingv1.IngressLoadBalancerIngress{IP: ip})
+				mci.Status.LoadBalancer.Ingress = append(mci.Status.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: ip})
+			}
+			mci.Status.Clusters = append(mci.Status.Clusters, ct)
+		}
+		if i%2 == 1 {
+			mci.Spec.Strategy = &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin,
+				Weight: map[string]int32{"member1": 50, "member2": 30, "member3": 20}}
 		}
 		objs = append(objs, mci)
 	}
@@ -168,7 +187,7 @@ func client(addr string, hosts int, seed int64, stop time.Time) ([]time.Duration
 				continue // a late reply to a lost query
 			}
 			lat = append(lat, time.Since(start))
-			if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 3 {
+			if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 3 && len(resp.Answer) != 1 { // 1: a weighted host answers one cluster
 				wrong++
 			}
 			break

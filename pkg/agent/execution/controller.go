@@ -118,8 +118,11 @@ type Controller struct {
 	memberKube kubernetes.Interface
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
 	objects    *objectWatcher
-	queue      workqueue.TypedRateLimitingInterface[string]
-	admission  admission
+	// endpoints counts the ready endpoints of applied Services (nil
+	// without a member clientset).
+	endpoints *endpointCounter
+	queue     workqueue.TypedRateLimitingInterface[string]
+	admission admission
 	// beforeWriteHook, when set (tests only), runs right before each write
 	// to a member object, between the decision and the write.
 	beforeWriteHook func(op string, obj *unstructured.Unstructured)
@@ -165,6 +168,9 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 		admission:   newAdmission(opts.AgentNamespace, opts.AllowedSystemNamespaces, opts.AllowFlotillaKinds),
 	}
 	c.objects = newObjectWatcher(member, memberMetadata, c.stopCh, c.onMemberEvent)
+	if memberKube != nil {
+		c.endpoints = newEndpointCounter(memberKube, func(work string) { c.queue.Add(work) })
+	}
 	_, _ = works.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueWork,
 		UpdateFunc: func(old, cur any) { c.enqueueWorkUpdate(old, cur) },
@@ -221,6 +227,13 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
+	if c.endpoints != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.endpoints.run(ctx.Done())
+		}()
+	}
 	for range c.opts.Workers {
 		wg.Add(1)
 		go func() {
@@ -295,6 +308,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if apierrors.IsNotFound(err) {
 		c.refusals.Delete(name)
 		c.written.Delete(name)
+		c.endpoints.forget(name)
 		return nil
 	}
 	if err != nil {
@@ -432,6 +446,7 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 			ms.Status = resourceinterpreter.ReflectStatus(r.live)
 		}
 		if r.ok() {
+			ms.ReadyEndpoints = c.endpoints.readyEndpoints(work.Name, r.live)
 			ms.Health = resourceinterpreter.Health(r.live)
 			if ms.Health != workv1alpha1.ResourceHealthy {
 				unhealthy = append(unhealthy, describe(r))

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -826,6 +827,9 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	if len(w.Status.ManifestStatuses) > 0 {
 		ms := w.Status.ManifestStatuses[0]
 		item.Status = statuslimits.Status(ms.Status, share)
+		if n := ms.ReadyEndpoints; n != nil && *n >= 0 && *n <= statuslimits.MaxReadyEndpoints {
+			item.ReadyEndpoints = ptr.To(*n) // a live count: meaningful whatever generation it was reported for
+		}
 		if ms.Health != "" && item.ObservedGeneration == binding.Generation {
 			item.Health = ms.Health
 		}

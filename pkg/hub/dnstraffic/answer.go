@@ -15,10 +15,16 @@ const (
 	soaExpire  = 86400
 )
 
-// Answer computes the reply to req from the snapshot. It is pure: no I/O,
-// no shared state written, safe on any message Unpack returns. The reply is
-// not truncated; the transport does that.
-func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
+// Answer is AnswerFor(req, 0).
+func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg { return s.AnswerFor(req, 0) }
+
+// AnswerFor computes the reply to req, the query numbered n, from the
+// snapshot: where a host has alternative answers (weights, hostname load
+// balancers) n picks one, so consecutive numbers spread them in the
+// weights' shares. It is pure: no I/O, no shared state written, safe on
+// any message Unpack returns. The reply is not truncated; the transport
+// does that.
+func (s *Snapshot) AnswerFor(req *dns.Msg, n uint64) *dns.Msg {
 	m := &dns.Msg{}
 	m.Id = req.Id
 	m.Response = true
@@ -91,20 +97,31 @@ func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
 		m.Ns = []dns.RR{s.soa(apex)}
 		return m
 	}
+	ttl := s.ttl
+	if e.ttl != 0 {
+		ttl = e.ttl
+	}
 	hdr := func(t uint16) dns.RR_Header {
-		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: s.ttl}
+		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
+	}
+	g := e.pick(n)
+	if g != nil && g.cname != "" {
+		// A CNAME answers every type at its name (RFC 1034 3.6.2); the
+		// resolver follows it.
+		m.Answer = append(m.Answer, &dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: g.cname})
+		return m
 	}
 	qtype := q.Qtype
 	if qtype == dns.TypeANY {
-		qtype = minimalAny(e, name == apex)
+		qtype = minimalAny(g, name == apex)
 	}
-	if qtype == dns.TypeA {
-		for _, ip := range e.v4 {
+	if qtype == dns.TypeA && g != nil {
+		for _, ip := range g.v4 {
 			m.Answer = append(m.Answer, &dns.A{Hdr: hdr(dns.TypeA), A: ip})
 		}
 	}
-	if qtype == dns.TypeAAAA {
-		for _, ip := range e.v6 {
+	if qtype == dns.TypeAAAA && g != nil {
+		for _, ip := range g.v6 {
 			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: ip})
 		}
 	}
@@ -124,11 +141,11 @@ func (s *Snapshot) Answer(req *dns.Msg) *dns.Msg {
 // Never every type: ANY is the classic amplification query, and a resolver
 // must not take a partial ANY for the whole name anyway. A name with none
 // of these has no records at all, so NODATA is the true answer for it.
-func minimalAny(e *entry, apex bool) uint16 {
+func minimalAny(g *group, apex bool) uint16 {
 	switch {
-	case len(e.v4) > 0:
+	case g != nil && len(g.v4) > 0:
 		return dns.TypeA
-	case len(e.v6) > 0:
+	case g != nil && len(g.v6) > 0:
 		return dns.TypeAAAA
 	case apex:
 		return dns.TypeSOA

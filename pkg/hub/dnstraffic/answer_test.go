@@ -201,7 +201,7 @@ func TestAnswer(t *testing.T) {
 
 	var hosts []string
 	for _, ig := range ignored {
-		hosts = append(hosts, ig.host+": "+ig.reason)
+		hosts = append(hosts, ig.Host+": "+ig.Reason)
 	}
 	slices.Sort(hosts)
 	wantIgnored := []string{"a.*.example.com: not a valid DNS name", "a.b.deep.example.org: outside every zone", "bad host!: not a valid DNS name",

@@ -80,7 +80,7 @@ func Owners(mcis []*networkingv1alpha1.MultiClusterIngress) *Ownership {
 	contested := map[string]bool{}
 	for _, mci := range sorted {
 		ref := RefOf(mci)
-		keys, _ := HostKeys(&mci.Spec)
+		keys, _ := HostKeys(&mci.Spec.IngressSpec)
 		for _, k := range keys {
 			owner, taken := o.owner[k]
 			switch {

@@ -266,10 +266,10 @@ func TestOwnersOfClaimantsOnly(t *testing.T) {
 		}
 		all := Owners(mcis)
 		for _, m := range mcis {
-			keys, _ := HostKeys(&m.Spec)
+			keys, _ := HostKeys(&m.Spec.IngressSpec)
 			var claimants []*networkingv1alpha1.MultiClusterIngress
 			for _, other := range mcis {
-				otherKeys, _ := HostKeys(&other.Spec)
+				otherKeys, _ := HostKeys(&other.Spec.IngressSpec)
 				if slices.ContainsFunc(otherKeys, func(k string) bool { return slices.Contains(keys, k) }) {
 					claimants = append(claimants, other)
 				}
@@ -289,7 +289,7 @@ func TestOwnersOfClaimantsOnly(t *testing.T) {
 
 func TestHostKeys(t *testing.T) {
 	m := newMCI("x", []string{"Web.Example.com.", "", "web.example.com", "*.Apps.example.com", "bücher.example.com", "a.*.b", "bücher.example.com"})
-	keys, invalid := HostKeys(&m.Spec)
+	keys, invalid := HostKeys(&m.Spec.IngressSpec)
 	if want := []string{"*.apps.example.com.", "web.example.com."}; !slices.Equal(keys, want) {
 		t.Errorf("keys %q, want %q", keys, want)
 	}

@@ -79,7 +79,9 @@ type Server struct {
 	metrics *Metrics
 	// sem holds one token per query being handled.
 	sem chan struct{}
-	rot atomic.Uint32
+	// rot numbers the queries: it picks among a host's alternative
+	// answers and rotates the records of one.
+	rot atomic.Uint64
 	// addr is the bound address, "" until listening.
 	addr atomic.Pointer[string]
 	log  logr.Logger
@@ -314,8 +316,9 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		s.testHook()
 	}
 
-	resp := s.table.Snapshot().Answer(req)
-	s.rotate(resp.Answer)
+	n := s.rot.Add(1)
+	resp := s.table.Snapshot().AnswerFor(req, n)
+	rotate(resp.Answer, n)
 	size := dns.MaxMsgSize
 	if !tcp {
 		size = udpSize(req)
@@ -349,9 +352,9 @@ func (s *Server) acquire(tcp bool) bool {
 
 // rotate turns the answer round by one per query so clients that take the
 // first address spread across clusters.
-func (s *Server) rotate(rrs []dns.RR) {
+func rotate(rrs []dns.RR, seq uint64) {
 	if n := len(rrs); n > 1 {
-		k := int(s.rot.Add(1) % uint32(n))
+		k := int(seq % uint64(n))
 		tmp := make([]dns.RR, n)
 		copy(tmp, rrs[k:])
 		copy(tmp[n-k:], rrs[:k])

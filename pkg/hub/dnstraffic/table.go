@@ -47,11 +47,52 @@ type Snapshot struct {
 }
 
 // entry is the records of one name; a name with host=false (apex or empty
-// non-terminal) exists but has no addresses.
+// non-terminal) exists but has no records.
 type entry struct {
 	host bool
-	v4   []net.IP
-	v6   []net.IP
+	// ttl of its records, 0 for the snapshot's.
+	ttl uint32
+	// groups are the alternative answers of the name, each with the end
+	// of its range of the cumulative weights [0, total): a query gets one.
+	groups []group
+	total  uint64
+}
+
+// group is one possible answer: addresses, or one CNAME.
+type group struct {
+	end   uint64
+	v4    []net.IP
+	v6    []net.IP
+	cname string
+}
+
+// pick is the answer for the query numbered n: the groups take turns in
+// the shares of their weights, n spread over the range by a mixing hash so
+// consecutive queries interleave the groups rather than run in blocks.
+func (e *entry) pick(n uint64) *group {
+	switch len(e.groups) {
+	case 0:
+		return nil
+	case 1:
+		return &e.groups[0]
+	}
+	r := mix(n) % e.total
+	i, _ := slices.BinarySearchFunc(e.groups, r, func(g group, r uint64) int {
+		if g.end <= r {
+			return -1
+		}
+		return 1
+	})
+	return &e.groups[i]
+}
+
+// mix is SplitMix64's finalizer: a bijection on uint64 whose outputs of
+// consecutive inputs look independent.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // Synced says whether the snapshot reflects a synced cache; an unsynced
@@ -64,11 +105,6 @@ func (s *Snapshot) Hosts() int {
 		return 0
 	}
 	return s.hosts
-}
-
-// ignoredHost is a host left out of a snapshot and why.
-type ignoredHost struct {
-	host, reason string
 }
 
 // normalizeName returns name lowercased and fully qualified, or false when
@@ -153,46 +189,32 @@ func zoneOf(zones map[string]struct{}, name string) string {
 
 // buildSnapshot turns MCIs into a snapshot. zones are normalized apexes
 // (nil: every host is its own apex). It returns the hosts it left out.
-// Each host gets the addresses of its owner only (see Owners), so no MCI
+// Each host gets the answers of its owner only (HostAnswers), so no MCI
 // can add its addresses to a host another one claimed first.
-func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration) (*Snapshot, []ignoredHost) {
-	var ignored []ignoredHost
+func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration) (*Snapshot, []IgnoredHost) {
+	answers, ignored := HostAnswers(mcis)
+	owners := Owners(mcis)
 	exact := map[string]*entry{}
 	wild := map[string]*entry{}
-	owners := Owners(mcis)
-	for _, mci := range mcis {
-		ref := RefOf(mci)
-		for _, c := range owners.Conflicts(ref) {
-			ignored = append(ignored, ignoredHost{c.Host, fmt.Sprintf("claimed by %s but owned by %s, an older MultiClusterIngress", ref, c.Owner)})
+	// Hosts of one owner share the targets' slice, so they share entries.
+	built := map[*Target]*entry{}
+	for i := range answers {
+		a := &answers[i]
+		var e *entry
+		if len(a.Targets) > 0 {
+			e = built[&a.Targets[0]]
 		}
-		var v4, v6 []net.IP
-		for _, ing := range mci.Status.LoadBalancer.Ingress {
-			ip := net.ParseIP(ing.IP)
-			switch {
-			case ip == nil:
-			case ip.To4() != nil:
-				v4 = append(v4, ip.To4())
-			default:
-				v6 = append(v6, ip.To16())
+		if e == nil || e.ttl != uint32(a.TTL/time.Second) {
+			e = newEntry(a)
+			if len(a.Targets) > 0 {
+				built[&a.Targets[0]] = e
 			}
 		}
-		addrs := entry{host: true, v4: v4, v6: v6}
-		dedupe(&addrs)
-		keys, invalid := HostKeys(&mci.Spec)
-		for _, h := range invalid {
-			ignored = append(ignored, ignoredHost{h, "not a valid DNS name"})
+		h, set := a.Host, exact
+		if strings.HasPrefix(h, "*.") {
+			h, set = h[2:], wild
 		}
-		for _, h := range keys {
-			if !owners.Owns(ref, h) {
-				continue // logged above
-			}
-			set := exact
-			if strings.HasPrefix(h, "*.") {
-				h, set = h[2:], wild
-			}
-			// One owner per name; its hosts share the (read-only) addresses.
-			set[h] = &addrs
-		}
+		set[h] = e
 	}
 
 	s := &Snapshot{synced: true, ttl: uint32(ttl / time.Second), zones: map[string]struct{}{},
@@ -222,7 +244,7 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 		}
 	}
 	outside := func(h string) {
-		ignored = append(ignored, ignoredHost{strings.TrimSuffix(h, "."), "outside every zone"})
+		ignored = append(ignored, IgnoredHost{strings.TrimSuffix(h, "."), "outside every zone"})
 	}
 	for h, e := range exact {
 		apex := zoneOf(s.zones, h)
@@ -231,6 +253,9 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			continue
 		}
 		ensure(parent(h), apex)
+		if h == apex {
+			e = withoutCNAMEs(e)
+		}
 		s.names[h] = e
 		s.hosts++
 		s.countEmpty(e)
@@ -250,15 +275,79 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 	return s, ignored
 }
 
-// countEmpty counts a served host that has no address.
+// countEmpty counts a served host that has no records.
 func (s *Snapshot) countEmpty(e *entry) {
-	if len(e.v4) == 0 && len(e.v6) == 0 {
+	if len(e.groups) == 0 {
 		s.empty++
 	}
 }
 
-func dedupe(e *entry) {
-	for _, ips := range []*[]net.IP{&e.v4, &e.v6} {
+// newEntry turns a host's answer into its groups: one per target when
+// weighted; otherwise every IP target in one group (weighing as much as
+// its targets together) and one group per hostname target.
+func newEntry(a *HostAnswer) *entry {
+	e := &entry{host: true, ttl: uint32(a.TTL / time.Second)}
+	var groups []group
+	var weights []uint64
+	shared := -1 // index of the group of every IP target, unweighted
+	for _, t := range a.Targets {
+		w := uint64(max(t.Weight, 1))
+		if t.Hostname != "" {
+			groups, weights = append(groups, group{cname: t.Hostname}), append(weights, w)
+			continue
+		}
+		var g group
+		for _, ip := range t.IPs {
+			if ip.Is4() {
+				g.v4 = append(g.v4, net.IP(ip.AsSlice()))
+			} else {
+				g.v6 = append(g.v6, net.IP(ip.AsSlice()))
+			}
+		}
+		switch {
+		case a.Weighted || shared < 0:
+			if !a.Weighted {
+				shared = len(groups)
+			}
+			groups, weights = append(groups, g), append(weights, w)
+		default:
+			groups[shared].v4 = append(groups[shared].v4, g.v4...)
+			groups[shared].v6 = append(groups[shared].v6, g.v6...)
+			weights[shared] += w
+		}
+	}
+	for i := range groups {
+		dedupe(&groups[i])
+		e.total += weights[i]
+		groups[i].end = e.total
+	}
+	e.groups = groups
+	return e
+}
+
+// withoutCNAMEs is e without its CNAME groups: a zone apex has an SOA, so
+// it cannot have a CNAME (RFC 1034 3.6.2).
+func withoutCNAMEs(e *entry) *entry {
+	if !slices.ContainsFunc(e.groups, func(g group) bool { return g.cname != "" }) {
+		return e
+	}
+	out := &entry{host: e.host, ttl: e.ttl}
+	var prev uint64
+	for _, g := range e.groups {
+		w := g.end - prev
+		prev = g.end
+		if g.cname != "" {
+			continue
+		}
+		out.total += w
+		g.end = out.total
+		out.groups = append(out.groups, g)
+	}
+	return out
+}
+
+func dedupe(g *group) {
+	for _, ips := range []*[]net.IP{&g.v4, &g.v6} {
 		slices.SortFunc(*ips, func(a, b net.IP) int { return bytes.Compare(a, b) })
 		*ips = slices.CompactFunc(*ips, func(a, b net.IP) bool { return a.Equal(b) })
 	}
@@ -277,15 +366,19 @@ func (s *Snapshot) hash() uint32 {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			h.Write([]byte(prefix + k))
-			for _, ip := range m[k].v4 {
-				h.Write(ip)
+			e := m[k]
+			fmt.Fprintf(h, "%s%s/%d/%d", prefix, k, e.ttl, len(e.groups))
+			for _, g := range e.groups {
+				fmt.Fprintf(h, "/%d/%s/", g.end, g.cname)
+				for _, ip := range g.v4 {
+					h.Write(ip)
+				}
+				h.Write([]byte{0})
+				for _, ip := range g.v6 {
+					h.Write(ip)
+				}
+				h.Write([]byte{0})
 			}
-			h.Write([]byte{0})
-			for _, ip := range m[k].v6 {
-				h.Write(ip)
-			}
-			h.Write([]byte{0})
 		}
 	}
 	write("", s.names)
@@ -306,14 +399,14 @@ type Table struct {
 	dirty chan struct{}
 	// ignored is the hosts last logged as ignored (rebuild goroutine only),
 	// so an unchanged mistake is logged once, not on every rebuild.
-	ignored map[ignoredHost]bool
+	ignored map[IgnoredHost]bool
 }
 
 // NewTable registers on the MCI informer; Run keeps the snapshot current.
 // zones and ttl are as in Options (zones already normalized).
 func NewTable(mcis cache.SharedIndexInformer, zones []string, ttl time.Duration, m *Metrics) (*Table, error) {
 	t := &Table{informer: mcis, lister: networkinglisters.NewMultiClusterIngressLister(mcis.GetIndexer()),
-		zones: zones, ttl: ttl, metrics: m, dirty: make(chan struct{}, 1), ignored: map[ignoredHost]bool{}}
+		zones: zones, ttl: ttl, metrics: m, dirty: make(chan struct{}, 1), ignored: map[IgnoredHost]bool{}}
 	t.snap.Store(&Snapshot{})
 	reg, err := mcis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { t.markDirty() },
@@ -377,11 +470,11 @@ func (t *Table) rebuild(log logr.Logger) {
 	t.metrics.Hosts.Set(float64(s.hosts))
 	t.metrics.HostConflicts.Set(float64(s.contested))
 	t.metrics.HostsWithoutAddresses.Set(float64(s.empty))
-	now := make(map[ignoredHost]bool, len(ignored))
+	now := make(map[IgnoredHost]bool, len(ignored))
 	for _, ig := range ignored {
 		now[ig] = true
 		if !t.ignored[ig] {
-			log.Info("DNS traffic manager ignores MultiClusterIngress host", "host", ig.host, "reason", ig.reason)
+			log.Info("DNS traffic manager ignores MultiClusterIngress host", "host", ig.Host, "reason", ig.Reason)
 		}
 	}
 	t.ignored = now

@@ -79,7 +79,7 @@ func hostIndexFunc(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	return keys, nil
 }
 
@@ -204,7 +204,7 @@ func (c *Controller) enqueueClaimants(obj any) {
 // claimants are the ingresses sharing a host with mci, mci included: all
 // that ownership of its hosts depends on (dnstraffic.Owners).
 func (c *Controller) claimants(mci *networkingv1alpha1.MultiClusterIngress) ([]*networkingv1alpha1.MultiClusterIngress, error) {
-	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	seen := map[dnstraffic.IngressRef]bool{}
 	out := []*networkingv1alpha1.MultiClusterIngress{mci}
 	seen[dnstraffic.RefOf(mci)] = true
@@ -241,7 +241,7 @@ func (c *Controller) enqueueFor(rb *workv1alpha1.ResourceBinding) {
 	}
 	list, _ := c.ingresses.MultiClusterIngresses(rb.Namespace).List(labels.Everything())
 	for _, mci := range list {
-		if kind == kindService && slices.Contains(BackendServices(&mci.Spec), name) || kind == kindIngress && mci.Name == name {
+		if kind == kindService && slices.Contains(BackendServices(&mci.Spec.IngressSpec), name) || kind == kindIngress && mci.Name == name {
 			c.enqueue(mci)
 		}
 	}
@@ -319,8 +319,8 @@ func (c *Controller) inputs(mci *networkingv1alpha1.MultiClusterIngress) (Inputs
 		return in, err
 	}
 	in.HostConflicts = dnstraffic.Owners(claimants).Conflicts(dnstraffic.RefOf(mci))
-	_, in.InvalidHosts = dnstraffic.HostKeys(&mci.Spec)
-	backends := BackendServices(&mci.Spec)
+	_, in.InvalidHosts = dnstraffic.HostKeys(&mci.Spec.IngressSpec)
+	backends := BackendServices(&mci.Spec.IngressSpec)
 	bindings, err := c.bindings.ResourceBindings(mci.Namespace).List(labels.Everything())
 	if err != nil {
 		return in, err

@@ -28,11 +28,14 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 )
 
@@ -63,6 +66,10 @@ type Inputs struct {
 	// Services are the backend Services' bindings by Service name (a
 	// Service may be bound by more than one template).
 	Services map[string][]*workv1alpha1.ResourceBinding
+	// Workloads are, by backend Service name, the bindings of the
+	// workloads whose pods the Service selects: a cluster where one of
+	// them is Unhealthy does not serve the Service.
+	Workloads map[string][]*workv1alpha1.ResourceBinding
 	// Ingresses are the bindings of a member Ingress of the same name,
 	// whose load balancer also fronts the backends.
 	Ingresses []*workv1alpha1.ResourceBinding
@@ -85,23 +92,53 @@ type Inputs struct {
 // Decision is an ingress's traffic: its new status and which clusters serve.
 type Decision struct {
 	Status networkingv1alpha1.MultiClusterIngressStatus
-	// Serving are the clusters whose addresses are served.
+	// Serving are the clusters whose addresses are served, sorted.
 	Serving []string
-	// FailOpen is set when no backend cluster is Ready and unblocked, so
-	// the unblocked ones the hub cannot confirm are served instead of none.
+	// FailOpen is set when no backend cluster is confirmed or unconfirmed
+	// healthy (below), so the unblocked ones are served instead of none.
 	FailOpen bool
 }
 
-// Decide computes an ingress's traffic. A cluster gets traffic when it runs
-// a backend, is Ready and carries no TrafficControl remedy action. When
-// that leaves no cluster, the clusters that run a backend and are not
-// blocked are served anyway (fail open): a hub that cannot see its members
-// must not take a working application off the air; an admin's or a
-// Remedy's block always holds.
-func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
+// health is what the hub knows of one backend cluster, best first.
+type health int
+
+const (
+	// healthy: Ready, every backend Service placed there has ready
+	// endpoints and no workload behind them is Unhealthy.
+	healthy health = iota
+	// unconfirmed: as healthy, except that some backend Service has not
+	// reported endpoint counts there (a new copy, or an agent that does
+	// not count them).
+	unconfirmed
+	// unhealthy: not Ready, or no ready endpoints, or a workload is
+	// Unhealthy.
+	unhealthy
+	// blocked: a TrafficControl remedy action, or no such cluster.
+	blocked
+)
+
+// Decide computes an ingress's traffic. Every cluster a backend Service is
+// placed on gets a verdict:
+//
+//   - healthy: Ready, not blocked by a Remedy's TrafficControl, every
+//     backend Service placed there reports ready endpoints, and no workload
+//     behind them is Unhealthy there;
+//   - unconfirmed: as healthy, but some Service there has never reported
+//     its endpoints;
+//   - unhealthy or blocked otherwise.
+//
+// The healthy clusters serve; when there are none, the unconfirmed ones;
+// when there are none either, every unblocked one (fail open): a hub that
+// cannot confirm any backend must not take a working application off the
+// air, while an admin's or a Remedy's block always holds. The strategy
+// (spec.strategy) then picks among them: failover keeps the first group
+// that has one, roundRobin weighs them.
+func Decide(spec *networkingv1alpha1.MultiClusterIngressSpec, in Inputs) Decision {
 	var d Decision
 	placed := map[string]bool{}
-	for _, svc := range BackendServices(spec) {
+	backends := BackendServices(&spec.IngressSpec)
+	placedOn := map[string][]string{} // cluster -> backend Services placed there
+	for _, svc := range backends {
 		var clusters []string
 		for _, rb := range in.Services[svc] {
 			for _, tc := range rb.Spec.Clusters {
@@ -112,6 +149,7 @@ func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
 		clusters = slices.Compact(clusters)
 		for _, c := range clusters {
 			placed[c] = true
+			placedOn[c] = append(placedOn[c], svc)
 		}
 		d.Status.ServiceLocations = append(d.Status.ServiceLocations, networkingv1alpha1.ServiceLocation{Name: svc, Clusters: clusters})
 	}
@@ -127,39 +165,78 @@ func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
 			blockedSince[b.Name] = b.BlockingTimestamp
 		}
 	}
-	var unblocked []string
+	verdict := make(map[string]health, len(candidates))
+	traffic := make([]networkingv1alpha1.ClusterTraffic, 0, len(candidates))
+	best := blocked
 	for _, name := range candidates {
+		ct := networkingv1alpha1.ClusterTraffic{Name: name}
+		h := healthy
 		cl := in.Clusters[name]
-		if cl != nil && slices.Contains(cl.Status.RemedyActions, string(remedyv1alpha1.TrafficControl)) {
+		switch {
+		case cl == nil:
+			h, ct.Reason = blocked, networkingv1alpha1.TrafficReasonClusterNotFound
+		case slices.Contains(cl.Status.RemedyActions, string(remedyv1alpha1.TrafficControl)):
 			since, ok := blockedSince[name]
 			if !ok {
 				since = in.Now
 			}
 			d.Status.TrafficBlockClusters = append(d.Status.TrafficBlockClusters, networkingv1alpha1.ClusterObject{Name: name, BlockingTimestamp: since})
-			continue
+			h, ct.Reason = blocked, networkingv1alpha1.TrafficReasonBlocked
 		}
-		if cl != nil {
-			unblocked = append(unblocked, name)
-		}
-		if cl != nil && meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
-			d.Serving = append(d.Serving, name)
-		}
-	}
-	if len(d.Serving) == 0 && len(unblocked) > 0 {
-		d.Serving, d.FailOpen = unblocked, true
-	}
-
-	var lbs []networkingv1.IngressLoadBalancerIngress
-	for _, name := range d.Serving {
-		for _, svc := range d.Status.ServiceLocations {
-			for _, rb := range in.Services[svc.Name] {
-				lbs = append(lbs, loadBalancer(rb, name)...)
+		if h != blocked {
+			var reason string
+			h, reason, ct.ReadyEndpoints = backendHealth(in, name, placedOn[name])
+			if !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
+				h, reason = unhealthy, networkingv1alpha1.TrafficReasonClusterNotReady
 			}
+			ct.Reason = reason
 		}
-		for _, rb := range in.Ingresses {
-			lbs = append(lbs, loadBalancer(rb, name)...)
+		verdict[name] = h
+		best = min(best, h)
+		traffic = append(traffic, ct)
+	}
+	eligible := func(h health) bool { return h == best || best == unhealthy && h != blocked }
+	d.FailOpen = best == unhealthy
+	var pool []string
+	for _, name := range candidates {
+		if best != blocked && eligible(verdict[name]) {
+			pool = append(pool, name)
 		}
 	}
+	weights, standby := applyStrategy(spec.Strategy, pool, in.Clusters)
+
+	addrs := make(map[string][]networkingv1.IngressLoadBalancerIngress, len(pool))
+	var lbs []networkingv1.IngressLoadBalancerIngress
+	for i := range traffic {
+		ct := &traffic[i]
+		w, serving := weights[ct.Name]
+		switch {
+		case serving:
+			d.Serving = append(d.Serving, ct.Name)
+			ct.Serving, ct.Weight = true, w
+			if d.FailOpen {
+				ct.Reason = networkingv1alpha1.TrafficReasonFailOpen
+			} else if verdict[ct.Name] == unconfirmed {
+				ct.Reason = networkingv1alpha1.TrafficReasonUnconfirmed
+			}
+			for _, svc := range placedOn[ct.Name] {
+				for _, rb := range in.Services[svc] {
+					addrs[ct.Name] = append(addrs[ct.Name], loadBalancer(rb, ct.Name)...)
+				}
+			}
+			for _, rb := range in.Ingresses {
+				addrs[ct.Name] = append(addrs[ct.Name], loadBalancer(rb, ct.Name)...)
+			}
+			ct.Addresses = sortAddresses(addrs[ct.Name])
+			if len(ct.Addresses) > maxClusterAddresses {
+				ct.Addresses = ct.Addresses[:maxClusterAddresses]
+			}
+			lbs = append(lbs, ct.Addresses...)
+		case standby[ct.Name] != "":
+			ct.Reason = standby[ct.Name]
+		}
+	}
+	d.Status.Clusters = traffic
 	d.Status.LoadBalancer.Ingress = sortAddresses(lbs)
 
 	if in.Previous != nil {
@@ -169,6 +246,129 @@ func Decide(spec *networkingv1.IngressSpec, in Inputs) Decision {
 	cond.ObservedGeneration, cond.LastTransitionTime = in.Generation, in.Now
 	meta.SetStatusCondition(&d.Status.Conditions, cond)
 	return d
+}
+
+// maxClusterAddresses bounds the addresses one cluster contributes (the
+// CRD's maxItems of status.clusters[].addresses).
+const maxClusterAddresses = 64
+
+// backendHealth judges the backend Services placed on cluster from what
+// its agent reported: the smallest ready-endpoint count over them (nil
+// when one has not reported), and whether a workload behind one is
+// Unhealthy there. A Service bound by several templates counts once per
+// binding that places it there.
+func backendHealth(in Inputs, cluster string, services []string) (health, string, *int32) {
+	h, reason := healthy, networkingv1alpha1.TrafficReasonHealthy
+	var least *int32
+	unknown := false
+	for _, svc := range services {
+		for _, rb := range in.Services[svc] {
+			if !placedOnCluster(rb, cluster) {
+				continue
+			}
+			item := statusOn(rb, cluster)
+			if item == nil || item.ReadyEndpoints == nil {
+				unknown = true
+				continue
+			}
+			if n := *item.ReadyEndpoints; least == nil || n < *least {
+				least = ptr.To(n)
+			}
+		}
+		for _, rb := range in.Workloads[svc] {
+			if item := statusOn(rb, cluster); item != nil && placedOnCluster(rb, cluster) && item.Health == workv1alpha1.ResourceUnhealthy {
+				h, reason = unhealthy, networkingv1alpha1.TrafficReasonWorkloadUnhealthy
+			}
+		}
+	}
+	switch {
+	case least != nil && *least <= 0:
+		h, reason = unhealthy, networkingv1alpha1.TrafficReasonNoReadyEndpoints
+	case h == unhealthy:
+	case unknown:
+		h, reason = unconfirmed, networkingv1alpha1.TrafficReasonEndpointsNotReported
+	}
+	if unknown {
+		least = nil
+	}
+	return h, reason, least
+}
+
+func placedOnCluster(rb *workv1alpha1.ResourceBinding, cluster string) bool {
+	return slices.ContainsFunc(rb.Spec.Clusters, func(tc workv1alpha1.TargetCluster) bool { return tc.Name == cluster })
+}
+
+func statusOn(rb *workv1alpha1.ResourceBinding, cluster string) *workv1alpha1.AggregatedStatusItem {
+	for i := range rb.Status.AggregatedStatus {
+		if rb.Status.AggregatedStatus[i].ClusterName == cluster {
+			return &rb.Status.AggregatedStatus[i]
+		}
+	}
+	return nil
+}
+
+// applyStrategy picks, from the clusters that may serve (pool, sorted),
+// those that do and their weights, and says why each other one does not.
+//
+//   - No strategy, or roundRobin without weights: every cluster, weight 1.
+//   - roundRobin with weights: the clusters with a weight above 0; when
+//     none has one, every cluster with weight 1 (ZeroWeight is a standby).
+//   - failover: the clusters of the first group (failoverOrder, or the
+//     primaryGeoTag region then the rest) that has one, weight 1; the
+//     clusters in no group form the last group.
+func applyStrategy(st *networkingv1alpha1.TrafficStrategy, pool []string, clusters map[string]*clusterv1alpha1.Cluster) (map[string]int32, map[string]string) {
+	weights := make(map[string]int32, len(pool))
+	standby := map[string]string{}
+	all := func() {
+		for _, c := range pool {
+			weights[c] = 1
+		}
+	}
+	switch {
+	case st == nil || st.Type == networkingv1alpha1.StrategyRoundRobin && len(st.Weight) == 0:
+		all()
+	case st.Type == networkingv1alpha1.StrategyRoundRobin:
+		for _, c := range pool {
+			if w := st.Weight[c]; w > 0 {
+				weights[c] = w
+			} else {
+				standby[c] = networkingv1alpha1.TrafficReasonZeroWeight
+			}
+		}
+		if len(weights) == 0 {
+			all()
+			clear(standby)
+		}
+	case st.Type == networkingv1alpha1.StrategyFailover:
+		groups := st.FailoverOrder
+		if st.PrimaryGeoTag != "" {
+			groups = []policyv1alpha1.ClusterAffinityTerm{{AffinityName: "primary", ClusterAffinity: policyv1alpha1.ClusterAffinity{
+				FieldSelector: &policyv1alpha1.FieldSelector{MatchExpressions: []policyv1alpha1.FieldSelectorRequirement{
+					{Key: "region", Operator: "In", Values: []string{st.PrimaryGeoTag}}}}}}}
+		}
+		first := len(groups) // the implicit last group
+		group := make(map[string]int, len(pool))
+		for _, c := range pool {
+			group[c] = len(groups)
+			for i := range groups {
+				if cl := clusters[c]; cl != nil && clusteraffinity.Matches(&groups[i].ClusterAffinity, cl) {
+					group[c] = i
+					break
+				}
+			}
+			first = min(first, group[c])
+		}
+		for _, c := range pool {
+			if group[c] == first {
+				weights[c] = 1
+			} else {
+				standby[c] = networkingv1alpha1.TrafficReasonStandby
+			}
+		}
+	default: // a type the CRD does not admit: serve rather than guess
+		all()
+	}
+	return weights, standby
 }
 
 // ReasonInvalidHost: a host of the ingress is not a DNS name (e.g. Unicode

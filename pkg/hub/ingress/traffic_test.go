@@ -18,9 +18,9 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 )
 
-func spec(services ...string) *networkingv1.IngressSpec {
-	s := &networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com",
-		IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{}}}}}
+func spec(services ...string) *networkingv1alpha1.MultiClusterIngressSpec {
+	s := &networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com",
+		IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{}}}}}}
 	for _, svc := range services {
 		s.Rules[0].HTTP.Paths = append(s.Rules[0].HTTP.Paths, networkingv1.HTTPIngressPath{Path: "/" + svc,
 			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc}}})
@@ -74,7 +74,7 @@ func TestBackendServices(t *testing.T) {
 	s := spec("b", "a", "b")
 	s.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "c"}}
 	s.Rules = append(s.Rules, networkingv1.IngressRule{Host: "x"}) // no HTTP
-	if got := BackendServices(s); !slices.Equal(got, []string{"a", "b", "c"}) {
+	if got := BackendServices(&s.IngressSpec); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("BackendServices = %v", got)
 	}
 }

@@ -19,6 +19,8 @@ package v1alpha1
 import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 )
 
 // +genclient
@@ -37,14 +39,91 @@ type MultiClusterIngress struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is an Ingress spec; its backends name Services propagated to
-	// the members.
+	// Spec is an Ingress spec, whose backends name Services propagated to
+	// the members, and the traffic strategy.
 	// +optional
-	Spec networkingv1.IngressSpec `json:"spec,omitempty"`
+	Spec MultiClusterIngressSpec `json:"spec,omitempty"`
 
 	// Status says where the backends run and which clusters get traffic.
 	// +optional
 	Status MultiClusterIngressStatus `json:"status,omitempty"`
+}
+
+// MultiClusterIngressSpec is an Ingress spec plus how DNS spreads traffic
+// over the clusters that serve it.
+type MultiClusterIngressSpec struct {
+	networkingv1.IngressSpec `json:",inline"`
+
+	// Strategy says how the DNS answers for the ingress's hosts spread
+	// traffic over the clusters whose backends are healthy (k8gb's Gslb
+	// spec.strategy). Unset: roundRobin over every healthy cluster with
+	// the DNS traffic manager's TTL.
+	// +optional
+	Strategy *TrafficStrategy `json:"strategy,omitempty"`
+}
+
+// StrategyType is a traffic strategy.
+// +kubebuilder:validation:Enum=roundRobin;failover
+type StrategyType string
+
+// Strategy types (k8gb's spelling).
+const (
+	// StrategyRoundRobin answers every healthy cluster, in the shares of
+	// spec.strategy.weight when it is set.
+	StrategyRoundRobin StrategyType = "roundRobin"
+	// StrategyFailover answers only the first group of
+	// spec.strategy.failoverOrder (or of primaryGeoTag) that has a
+	// healthy cluster.
+	StrategyFailover StrategyType = "failover"
+)
+
+// TrafficStrategy is how traffic is spread over healthy clusters. Its
+// field names follow k8gb's Gslb spec.strategy; weights and groups name
+// Flotilla clusters rather than geo tags.
+// +kubebuilder:validation:XValidation:rule="!has(self.weight) || self.type == 'roundRobin'",message="weight applies to type roundRobin only",fieldPath=".weight"
+// +kubebuilder:validation:XValidation:rule="!has(self.primaryGeoTag) || self.type == 'failover'",message="primaryGeoTag applies to type failover only",fieldPath=".primaryGeoTag"
+// +kubebuilder:validation:XValidation:rule="!has(self.failoverOrder) || self.type == 'failover'",message="failoverOrder applies to type failover only",fieldPath=".failoverOrder"
+// +kubebuilder:validation:XValidation:rule="!(has(self.primaryGeoTag) && has(self.failoverOrder))",message="set primaryGeoTag or failoverOrder, not both",fieldPath=".failoverOrder"
+// +kubebuilder:validation:XValidation:rule="self.type != 'failover' || has(self.primaryGeoTag) || has(self.failoverOrder)",message="type failover needs primaryGeoTag or failoverOrder",fieldPath=".type"
+type TrafficStrategy struct {
+	// Type is roundRobin or failover.
+	Type StrategyType `json:"type"`
+
+	// Weight is each cluster's relative share of the answers (roundRobin
+	// only), by cluster name: 0 to 1000. A healthy cluster that is not
+	// listed, or has weight 0, is answered only while no listed cluster
+	// with a weight above 0 is healthy. Names of clusters that do not
+	// exist (yet) are allowed and count once such a cluster serves.
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 1000)",message="each weight is between 0 and 1000"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253)",message="a cluster name has at most 253 characters"
+	// +optional
+	Weight map[string]int32 `json:"weight,omitempty"`
+
+	// PrimaryGeoTag (failover only) is the region (Cluster
+	// spec.region) whose clusters get the traffic while one of them is
+	// healthy; the other clusters get it otherwise. Shorthand for a
+	// failoverOrder of one group selecting that region.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PrimaryGeoTag string `json:"primaryGeoTag,omitempty"`
+
+	// FailoverOrder (failover only) is an ordered list of cluster groups:
+	// the answers hold the healthy clusters of the first group that has
+	// one, the next group's when it has none. A cluster in several groups
+	// belongs to the first; clusters in none form an implicit last group.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	FailoverOrder []policyv1alpha1.ClusterAffinityTerm `json:"failoverOrder,omitempty"`
+
+	// DNSTtlSeconds is the TTL of the answers for the ingress's hosts
+	// (default: the DNS traffic manager's --dns-traffic-ttl).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	DNSTtlSeconds int32 `json:"dnsTtlSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -81,6 +160,16 @@ type MultiClusterIngressStatus struct {
 	// +optional
 	ServiceLocations []ServiceLocation `json:"serviceLocations,omitempty"`
 
+	// Clusters are, for each cluster a backend is placed on, whether the
+	// DNS answers send it traffic and why, its weight and its addresses
+	// while it does, sorted by name. The DNS traffic manager answers from
+	// this list.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	// +optional
+	Clusters []ClusterTraffic `json:"clusters,omitempty"`
+
 	// Conditions are HostsAdmitted: True when the DNS traffic manager
 	// answers for every host of the ingress, False (reason HostConflict)
 	// naming the older MultiClusterIngress that owns a host it also claims.
@@ -100,6 +189,52 @@ const (
 	// ReasonHostConflict: an older MultiClusterIngress owns a host (or a
 	// wildcard of) this one claims; the message names it.
 	ReasonHostConflict = "HostConflict"
+)
+
+// ClusterTraffic is one backend cluster's part in an ingress's traffic.
+type ClusterTraffic struct {
+	// Name of the cluster.
+	Name string `json:"name"`
+
+	// Serving is true while the DNS answers send the cluster traffic.
+	Serving bool `json:"serving"`
+
+	// Reason says why it serves or not: Healthy, FailOpen, Unconfirmed,
+	// NoReadyEndpoints, EndpointsNotReported, WorkloadUnhealthy,
+	// ClusterNotReady, ClusterNotFound, TrafficBlocked, Standby (a
+	// failover group ahead of it serves) or ZeroWeight.
+	Reason string `json:"reason"`
+
+	// ReadyEndpoints is the smallest count of ready endpoints its agent
+	// reports over the backend Services placed on it; unset when one of
+	// them has not reported any.
+	// +optional
+	ReadyEndpoints *int32 `json:"readyEndpoints,omitempty"`
+
+	// Weight is its relative share of the answers while it serves.
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// Addresses are its load balancers' addresses while it serves: IPs
+	// are answered as A or AAAA records, hostnames as CNAME.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Addresses []networkingv1.IngressLoadBalancerIngress `json:"addresses,omitempty"`
+}
+
+// Reasons of ClusterTraffic.
+const (
+	TrafficReasonHealthy              = "Healthy"
+	TrafficReasonFailOpen             = "FailOpen"
+	TrafficReasonUnconfirmed          = "Unconfirmed"
+	TrafficReasonNoReadyEndpoints     = "NoReadyEndpoints"
+	TrafficReasonEndpointsNotReported = "EndpointsNotReported"
+	TrafficReasonWorkloadUnhealthy    = "WorkloadUnhealthy"
+	TrafficReasonClusterNotReady      = "ClusterNotReady"
+	TrafficReasonClusterNotFound      = "ClusterNotFound"
+	TrafficReasonBlocked              = "TrafficBlocked"
+	TrafficReasonStandby              = "Standby"
+	TrafficReasonZeroWeight           = "ZeroWeight"
 )
 
 // ClusterObject is a cluster whose traffic is blocked.

@@ -641,6 +641,14 @@ type AggregatedStatusItem struct {
 	// +optional
 	Health ResourceHealth `json:"health,omitempty"`
 
+	// ReadyEndpoints, for a Service, is the ready endpoints the agent
+	// counted in its EndpointSlices on the cluster; unset when none were
+	// reported.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	ReadyEndpoints *int32 `json:"readyEndpoints,omitempty"`
+
 	// ObservedGeneration is the binding generation whose Work this status
 	// was reported for. Status for an older generation says nothing about
 	// the current placement.
@@ -815,6 +823,14 @@ type ManifestStatus struct {
 	// Health is the object's health.
 	// +optional
 	Health ResourceHealth `json:"health,omitempty"`
+
+	// ReadyEndpoints, for a Service, is how many ready endpoints its
+	// EndpointSlices on the member hold (capped at 1000000); unset for
+	// other kinds and until the agent has counted them.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	ReadyEndpoints *int32 `json:"readyEndpoints,omitempty"`
 }
 
 // ResourceIdentifier identifies a manifest of a Work and its object.

@@ -36,6 +36,11 @@ func (in *AggregatedStatusItem) DeepCopyInto(out *AggregatedStatusItem) {
 		*out = new(runtime.RawExtension)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ReadyEndpoints != nil {
+		in, out := &in.ReadyEndpoints, &out.ReadyEndpoints
+		*out = new(int32)
+		**out = **in
+	}
 	if in.UnhealthySince != nil {
 		in, out := &in.UnhealthySince, &out.UnhealthySince
 		*out = (*in).DeepCopy()
@@ -394,6 +399,11 @@ func (in *ManifestStatus) DeepCopyInto(out *ManifestStatus) {
 		in, out := &in.Status, &out.Status
 		*out = new(runtime.RawExtension)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.ReadyEndpoints != nil {
+		in, out := &in.ReadyEndpoints, &out.ReadyEndpoints
+		*out = new(int32)
+		**out = **in
 	}
 	return
 }

@@ -1,0 +1,118 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/flotilla-io/flotilla/hub/app"
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
+)
+
+// reportEndpoints writes what an agent writes for the Work's one Service
+// manifest: its load-balancer status and its ready endpoints.
+func reportEndpoints(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Work, ns, ip string, ready int32) {
+	t.Helper()
+	waitUntil(t, "Work status written", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().Works(w.Namespace).Get(context.Background(), w.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "applied", ObservedGeneration: cur.Generation})
+		cur.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+			Identifier:     workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
+			Status:         &runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, ip))},
+			Health:         workv1alpha1.ResourceHealthy,
+			ReadyEndpoints: &ready,
+		}}
+		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+// TestBackendsUnreadyLeaveDNS: the whole hub with its embedded DNS server
+// on a real apiserver. Both clusters stay Ready and unblocked; when the
+// agent of member1 reports no ready endpoints for the backend Service, its
+// address leaves the DNS answers, and comes back with them. When no
+// cluster has ready endpoints, both are answered (fail open).
+func TestBackendsUnreadyLeaveDNS(t *testing.T) {
+	// Not parallel: the traffic tests share the package-level dnsAddr.
+	dnsAddr = freeUDPAndTCPAddr(t)
+	ctx, fc := startHubWith(t, func(o *app.Options) {
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.DNSTrafficAddress = dnsAddr
+	})
+	for _, name := range []string{"member1", "member2"} {
+		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setConditions(t, fc, name, map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue})
+	}
+	ns := "default"
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	works := map[string]*workv1alpha1.Work{}
+	ips := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
+	for _, c := range []string{"member1", "member2"} {
+		works[c] = waitWork(t, fc, c, ns, workobjects.BindingName("Service", "web"), func(*unstructured.Unstructured) bool { return true })
+		reportEndpoints(t, fc, works[c], ns, ips[c], 2)
+	}
+	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}}
+	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	placed := []string{"member1", "member2"}
+	waitTraffic(t, fc, ns, "web", placed, nil, []string{"10.0.1.1", "10.0.2.1"})
+
+	reportEndpoints(t, fc, works["member1"], ns, ips["member1"], 0)
+	waitTraffic(t, fc, ns, "web", placed, nil, []string{"10.0.2.1"})
+	got, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Status.Clusters; len(c) != 2 || c[0].Serving || c[0].Reason != networkingv1alpha1.TrafficReasonNoReadyEndpoints || !c[1].Serving {
+		t.Fatalf("status.clusters: %+v", c)
+	}
+
+	reportEndpoints(t, fc, works["member1"], ns, ips["member1"], 3)
+	waitTraffic(t, fc, ns, "web", placed, nil, []string{"10.0.1.1", "10.0.2.1"})
+
+	// Nothing has ready endpoints: fail open, both answered.
+	reportEndpoints(t, fc, works["member1"], ns, ips["member1"], 0)
+	reportEndpoints(t, fc, works["member2"], ns, ips["member2"], 0)
+	waitTraffic(t, fc, ns, "web", placed, nil, []string{"10.0.1.1", "10.0.2.1"})
+	got, err = fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Status.Clusters; len(c) != 2 || c[0].Reason != networkingv1alpha1.TrafficReasonFailOpen {
+		t.Fatalf("fail open expected: %+v", c)
+	}
+}
