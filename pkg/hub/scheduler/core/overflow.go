@@ -185,4 +185,3 @@ func assignOverflow(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy
 	}
 	return seats, ""
 }
-
