@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -142,6 +143,12 @@ type Controller struct {
 	// counts as that: after a restart windows start over, never shorter).
 	tmu            sync.Mutex
 	untaintedSince map[string]time.Time
+
+	// roomSince is when each overflowed binding's preferred group was
+	// first seen with room for some of its overflowed replicas, without a
+	// break (Decision.Room); guarded by mu. A hub restart starts it over:
+	// the window is never shorter.
+	roomSince map[string]time.Time
 }
 
 // NewController wires the controller to factory's informers.
@@ -156,6 +163,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "failback"}),
 		started: map[string]time.Time{}, waiting: map[string]string{}, untaintedSince: map[string]time.Time{},
+		roomSince: map[string]time.Time{},
 	}
 	enabled := func(obj any) {
 		if spec := workobjects.SpecOf(obj); spec != nil && spec.Failover != nil && spec.Failover.Failback != nil {
@@ -201,6 +209,10 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			c.observeTaints(oc, nc)
 			if readyChanged(oc, nc) || !taintsEqual(oc, nc) {
 				c.enqueueAll()
+			} else if !apiequality.Semantic.DeepEqual(oc.Status.ResourceSummary, nc.Status.ResourceSummary) {
+				// Room in a preferred group starts (or ends) an overflow
+				// come-back's window.
+				c.enqueueOverflowing()
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -291,6 +303,22 @@ func (c *Controller) enqueueAll() {
 	})
 }
 
+// enqueueOverflowing enqueues the failback-enabled bindings whose
+// placement has overflow groups.
+func (c *Controller) enqueueOverflowing() {
+	c.bindings.Each(func(key string, spec *workv1alpha1.ResourceBindingSpec) {
+		if spec.Failover == nil || spec.Failover.Failback == nil || spec.Placement == nil {
+			return
+		}
+		for _, t := range spec.Placement.ClusterAffinities {
+			if len(t.OverflowAffinities) > 0 {
+				c.queue.Add(key)
+				return
+			}
+		}
+	})
+}
+
 func (c *Controller) enqueueWaitingOnLimit() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -352,8 +380,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, left)
 	}
 	in := Input{NamespaceLimit: c.opts.MaxConcurrentPerNamespace, Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now,
-		Schedule: CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now)}
+		Schedule:  CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now),
+		Targets:   CoreScheduleTargets(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now),
+		RoomSince: c.roomSince[key]}
 	d := Decide(in)
+	// The preferred group's room must hold for the window without a
+	// break: it starts when first seen and ends when gone (or when the
+	// come-back starts, or waits on its own task).
+	switch {
+	case d.Room && d.Action != ActionStart:
+		if _, ok := c.roomSince[key]; !ok {
+			c.roomSince[key] = now
+		}
+	case d.Action != ActionWaitTask:
+		delete(c.roomSince, key)
+	}
 	// The fleet-wide count lists every binding: only when a failback may
 	// start (the limit is Decide's last check), while we have failbacks in
 	// flight, or while the last count was not zero (for the gauge).
@@ -496,4 +537,5 @@ func (c *Controller) forget(key string) {
 	defer c.mu.Unlock()
 	delete(c.waiting, key)
 	delete(c.started, key)
+	delete(c.roomSince, key)
 }
