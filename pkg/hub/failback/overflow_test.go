@@ -29,20 +29,20 @@ func withRoom(c *clusterv1alpha1.Cluster, n int) *clusterv1alpha1.Cluster {
 func overflowedSpec() (workv1alpha1.ResourceBindingSpec, workv1alpha1.ResourceBindingStatus) {
 	sched := metav1.NewTime(t0.Add(-time.Hour))
 	return workv1alpha1.ResourceBindingSpec{
-			Resource: workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"},
-			Replicas: 4,
-			Placement: &policyv1alpha1.Placement{
-				ClusterAffinities: []policyv1alpha1.ClusterAffinityTerm{{AffinityName: "on-prem",
-					ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}},
-					OverflowAffinities: []policyv1alpha1.OverflowClusterAffinity{{AffinityName: "public-cloud",
-						ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}}}}}},
-				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
-					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-					WeightPreference:          &policyv1alpha1.ClusterPreferences{DynamicWeight: policyv1alpha1.DynamicWeightByAvailableReplicas}},
-			},
-			Failover: &policyv1alpha1.FailoverBehavior{Failback: &policyv1alpha1.FailbackBehavior{StabilizationWindowSeconds: 60, MaxConcurrent: 5}},
-			Clusters: []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 3}, {Name: "member2", Replicas: 1}},
-		}, workv1alpha1.ResourceBindingStatus{SchedulerObservedAffinityName: "on-prem", LastScheduledTime: &sched}
+		Resource: workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"},
+		Replicas: 4,
+		Placement: &policyv1alpha1.Placement{
+			ClusterAffinities: []policyv1alpha1.ClusterAffinityTerm{{AffinityName: "on-prem",
+				ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}},
+				OverflowAffinities: []policyv1alpha1.OverflowClusterAffinity{{AffinityName: "public-cloud",
+					ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}}}}}},
+			ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
+				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+				WeightPreference:          &policyv1alpha1.ClusterPreferences{DynamicWeight: policyv1alpha1.DynamicWeightByAvailableReplicas}},
+		},
+		Failover: &policyv1alpha1.FailoverBehavior{Failback: &policyv1alpha1.FailbackBehavior{StabilizationWindowSeconds: 60, MaxConcurrent: 5}},
+		Clusters: []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 3}, {Name: "member2", Replicas: 1}},
+	}, workv1alpha1.ResourceBindingStatus{SchedulerObservedAffinityName: "on-prem", LastScheduledTime: &sched}
 }
 
 func TestDecideOverflowComeBack(t *testing.T) {
