@@ -18,6 +18,7 @@ package failback
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -443,6 +444,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	updated := binding.DeepCopy()
 	Apply(&updated.Spec, &updated.Status, d.Clusters, now)
+	// What it ran before, for a rollback (AnnotationClustersBefore).
+	if before, err := json.Marshal(binding.Spec.Clusters); err == nil {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[AnnotationClustersBefore] = string(before)
+	}
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
 		return err
 	}
@@ -508,7 +516,15 @@ func (c *Controller) countInProgress(key string, now time.Time) (total, others, 
 func (c *Controller) rollback(ctx context.Context, key string, binding *workv1alpha1.ResourceBinding, now time.Time) error {
 	updated := binding.DeepCopy()
 	spec := &updated.Spec
-	left := Rollback(spec, now)
+	var before []workv1alpha1.TargetCluster
+	if raw := updated.Annotations[AnnotationClustersBefore]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &before); err != nil {
+			klog.FromContext(ctx).Info("Ignoring an unreadable record of the placement before the failback", "binding", key, "err", err)
+			before = nil
+		}
+		delete(updated.Annotations, AnnotationClustersBefore)
+	}
+	left, lowered := Rollback(spec, before, now)
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
 		return err
 	}
@@ -517,7 +533,10 @@ func (c *Controller) rollback(ctx context.Context, key string, binding *workv1al
 	if len(left) > 0 {
 		msg += "; left " + strings.Join(left, ", ") + " (the scheduler avoids it for a while, and failback does not return to it until another failure)"
 	}
-	klog.FromContext(ctx).Info("Failback rolled back", "binding", key, "left", left)
+	if len(lowered) > 0 {
+		msg += "; " + strings.Join(lowered, ", ") + " back to their old replicas (failback does not grow them again until a failover or a WorkloadRebalancer clears the history)"
+	}
+	klog.FromContext(ctx).Info("Failback rolled back", "binding", key, "left", left, "lowered", lowered)
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Event(binding, corev1.EventTypeWarning, EventFailbackRolledBack, msg)
 	}

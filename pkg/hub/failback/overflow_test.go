@@ -139,3 +139,45 @@ func TestDecideOverflowComeBack(t *testing.T) {
 		})
 	}
 }
+
+// A come-back whose new replicas do not become healthy in time is rolled
+// back exactly (the grown preferred cluster gets its old replicas back,
+// the shrunk overflow cluster its own), the preferred cluster is not
+// tried again, and the scheduler does not avoid it for what it still runs.
+func TestOverflowComeBackRollback(t *testing.T) {
+	spec, status := overflowedSpec()
+	before := slices.Clone(spec.Clusters) // member1(3), member2(1)
+	created := metav1.NewTime(t0)
+	one := int32(1)
+	spec.Clusters = []workv1alpha1.TargetCluster{{Name: "member1", Replicas: 4}}
+	spec.GracefulEvictionTasks = []workv1alpha1.GracefulEvictionTask{{FromCluster: "member2", Replicas: &one, Reason: workv1alpha1.EvictionReasonFailback,
+		Producer: workv1alpha1.EvictionProducerScheduler, ClustersBeforeFailover: []string{"member1", "member2"}, CreationTimestamp: &created}}
+	left, lowered := Rollback(&spec, before, t0.Add(10*time.Minute))
+	if len(left) != 0 || !slices.Equal(lowered, []string{"member1"}) || !slices.Equal(spec.Clusters, before) || len(spec.GracefulEvictionTasks) != 0 {
+		t.Fatalf("Rollback: left %v lowered %v, clusters %v tasks %v; want member1(3) member2(1) again", left, lowered, spec.Clusters, spec.GracefulEvictionTasks)
+	}
+	// Without the record, the grown cluster would keep its 4 (5 replicas
+	// for 4), and the scheduler's scale-down would then take member2's at
+	// once, while member1's new replicas are not healthy.
+	clusters := map[string]*clusterv1alpha1.Cluster{
+		"member1": withRoom(readyCluster("member1", t0.Add(-time.Hour), ""), 5),
+		"member2": withRoom(readyCluster("member2", t0.Add(-time.Hour), ""), 100)}
+	var list []*clusterv1alpha1.Cluster
+	for _, c := range clusters {
+		list = append(list, c)
+	}
+	now := t0.Add(time.Hour)
+	in := Input{Spec: &spec, Status: &status, Clusters: clusters, Guard: normalGuard(), Now: now, RoomSince: t0,
+		Schedule: CoreSchedule("k", list, "on-prem", 10*time.Minute, now), Targets: CoreScheduleTargets("k", list, "on-prem", 10*time.Minute, now)}
+	if d := Decide(in); d.Action != ActionNone {
+		t.Fatalf("after a rollback: %+v, want no come-back", d)
+	}
+	// The scheduler does not avoid member1, which still runs it, though
+	// its history has the rollback within the TTL (before the fix a
+	// schedule moved all to member2).
+	spec.Replicas = 5
+	got, ok := CoreScheduleTargets("k", list, "on-prem", time.Hour, t0.Add(11*time.Minute))(&spec)
+	if !ok || !slices.ContainsFunc(got, func(tc workv1alpha1.TargetCluster) bool { return tc.Name == "member1" && tc.Replicas >= 3 }) {
+		t.Fatalf("schedule after the rollback: %v, want member1 kept", got)
+	}
+}

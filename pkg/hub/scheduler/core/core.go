@@ -371,7 +371,13 @@ func filter(in Input, placement *policyv1alpha1.Placement, group int, c *cluster
 		}
 	}
 	if !allowEvicted {
+		_, placed := current[c.Name]
 		for _, h := range in.Spec.EvictionHistory {
+			// A rolled-back failback that grew a cluster the workload still
+			// runs on did not evict it from there.
+			if placed && h.Reason == workv1alpha1.EvictionReasonFailbackRolledBack {
+				continue
+			}
 			if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
 				return rejection{code: workv1alpha1.DecisionRecentlyEvicted}
 			}
