@@ -169,7 +169,6 @@ var unsupportedReasons = map[string]string{
 	"spec.activationPreference":                                 "policy changes apply at once; there is no Lazy activation",
 	"spec.schedulePriority":                                     "the hub schedules bindings in arrival order, without priority classes",
 	"spec.placement.workloadAffinity":                           "no affinity between workloads",
-	"spec.placement.clusterAffinities.overflowAffinities":       "no overflow affinities: a later clusterAffinities term is used only when the earlier ones do not fit at all",
 	"spec.overrideRules.overriders.fieldOverrider":              "no overrider into YAML or JSON held in a string field; replace the whole field with a plaintext overrider",
 	"spec.secretRef":                                            "members register with an agent; the hub holds no member credentials",
 	"spec.impersonatorSecretRef":                                "members register with an agent; the hub holds no member credentials",
