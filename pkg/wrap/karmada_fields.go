@@ -54,6 +54,7 @@ func prepareKarmadaPolicy(obj map[string]any, desc, src string, res *Result) {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.association: %v dropped (deprecated in Karmada; spec.propagateDeps is the field) (%s)", desc, assoc, src))
 		}
 	}
+	overflowNote(spec, desc, src, res)
 	failover, ok := spec["failover"].(map[string]any)
 	if !ok {
 		return
@@ -158,6 +159,20 @@ func invalidStateRule(rule map[string]any) string {
 		rule["jsonPath"] = trimmed
 	}
 	return ""
+}
+
+// overflowNote says where a ported overflowAffinities behaves otherwise
+// than on Karmada.
+func overflowNote(spec map[string]any, desc, src string, res *Result) {
+	terms, _, _ := unstructured.NestedSlice(spec, "placement", "clusterAffinities")
+	for i, t := range terms {
+		term, _ := t.(map[string]any)
+		if groups, _ := term["overflowAffinities"].([]any); len(groups) > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.placement.clusterAffinities[%d].overflowAffinities: a cluster that has not reported a resourceSummary has no room in Flotilla "+
+				"(Karmada without a scheduler-estimator counts it as able to run every replica), and replicas come back to the preferred group by themselves only with spec.failover.failback (%s)", desc, i, src))
+			return
+		}
+	}
 }
 
 // unsupportedReasons say why Flotilla lacks a Karmada field, by its path
