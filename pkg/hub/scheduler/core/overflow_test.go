@@ -174,6 +174,13 @@ func TestScheduleOverflow(t *testing.T) {
 			want: targets("member1", 2, "member2", 2, "member3", 2), affinity: "on-prem",
 		},
 		{
+			name: "a cluster spread constraint (maxGroups 2) takes the preferred cluster, then the roomier overflow cluster",
+			in: Input{Spec: spec(6, &policyv1alpha1.Placement{ClusterAffinities: []policyv1alpha1.ClusterAffinityTerm{onPrem}, ReplicaScheduling: dynamic(),
+				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MaxGroups: 2}}}),
+				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", room(2)), cluster("member2", room(3)), cluster("member3", room(10))}},
+			want: targets("member1", 2, "member3", 4), affinity: "on-prem",
+		},
+		{
 			name: "Duplicated (refused by the CRD) never overflows: the preferred group only",
 			in: Input{Spec: spec(4, overflowPlacement(duplicated, onPrem)),
 				Clusters: []*clusterv1alpha1.Cluster{cluster("member1", room(1)), cluster("member2", room(10)), cluster("member3", room(10))}},
