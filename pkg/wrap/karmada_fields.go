@@ -55,6 +55,7 @@ func prepareKarmadaPolicy(obj map[string]any, desc, src string, res *Result) {
 		}
 	}
 	preemptionNotes(spec, desc, src, res)
+	overflowNote(spec, desc, src, res)
 	failover, ok := spec["failover"].(map[string]any)
 	if !ok {
 		return
@@ -184,6 +185,20 @@ func invalidStateRule(rule map[string]any) string {
 	return ""
 }
 
+// overflowNote says where a ported overflowAffinities behaves otherwise
+// than on Karmada.
+func overflowNote(spec map[string]any, desc, src string, res *Result) {
+	terms, _, _ := unstructured.NestedSlice(spec, "placement", "clusterAffinities")
+	for i, t := range terms {
+		term, _ := t.(map[string]any)
+		if groups, _ := term["overflowAffinities"].([]any); len(groups) > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.placement.clusterAffinities[%d].overflowAffinities: a cluster that has not reported a resourceSummary has no room in Flotilla "+
+				"(Karmada without a scheduler-estimator counts it as able to run every replica), and replicas come back to the preferred group by themselves only with spec.failover.failback (%s)", desc, i, src))
+			return
+		}
+	}
+}
+
 // unsupportedReasons say why Flotilla lacks a Karmada field, by its path
 // with list indices removed, so the report tells a user what to do instead
 // of only that it was dropped.
@@ -192,7 +207,6 @@ var unsupportedReasons = map[string]string{
 	"spec.activationPreference":                                 "policy changes apply at once; there is no Lazy activation",
 	"spec.schedulePriority":                                     "the hub schedules bindings in arrival order, without priority classes",
 	"spec.placement.workloadAffinity":                           "no affinity between workloads",
-	"spec.placement.clusterAffinities.overflowAffinities":       "no overflow affinities: a later clusterAffinities term is used only when the earlier ones do not fit at all",
 	"spec.overrideRules.overriders.fieldOverrider":              "no overrider into YAML or JSON held in a string field; replace the whole field with a plaintext overrider",
 	"spec.secretRef":                                            "members register with an agent; the hub holds no member credentials",
 	"spec.impersonatorSecretRef":                                "members register with an agent; the hub holds no member credentials",

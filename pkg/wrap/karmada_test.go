@@ -527,3 +527,42 @@ func TestRemovePath(t *testing.T) {
 		t.Errorf("got %v", obj)
 	}
 }
+
+// Karmada v1.18's overflowAffinities port as they are, with a note on
+// what behaves otherwise.
+func TestKarmadaOverflowAffinities(t *testing.T) {
+	const in = `apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: nginx, namespace: default}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: nginx}
+  placement:
+    clusterAffinities:
+    - affinityName: on-prem
+      clusterNames: [cluster1]
+      overflowAffinities:
+      - affinityName: public-cloud
+        clusterNames: [cluster2, cluster3]
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference: {dynamicWeight: AvailableReplicas}
+`
+	res, err := Wrap([]Input{{Name: "in", Data: []byte(in)}}, Options{FromKarmada: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unsupported) != 0 {
+		t.Fatalf("unsupported %v", paths(res))
+	}
+	out, _ := res.YAML()
+	pp := decodeStream(t, out)[0].(*policyv1alpha1.PropagationPolicy)
+	if o := pp.Spec.Placement.ClusterAffinities[0].OverflowAffinities; len(o) != 1 || o[0].AffinityName != "public-cloud" ||
+		!reflect.DeepEqual(o[0].ClusterNames, []string{"cluster2", "cluster3"}) {
+		t.Fatalf("overflowAffinities %+v", o)
+	}
+	if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, "clusterAffinities[0].overflowAffinities: a cluster that has not reported a resourceSummary has no room") {
+		t.Fatalf("notes lack the overflow difference:\n%s", notes)
+	}
+}

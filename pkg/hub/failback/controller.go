@@ -18,6 +18,7 @@ package failback
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -142,6 +144,12 @@ type Controller struct {
 	// counts as that: after a restart windows start over, never shorter).
 	tmu            sync.Mutex
 	untaintedSince map[string]time.Time
+
+	// roomSince is when each overflowed binding's preferred group was
+	// first seen with room for some of its overflowed replicas, without a
+	// break (Decision.Room); guarded by mu. A hub restart starts it over:
+	// the window is never shorter.
+	roomSince map[string]time.Time
 }
 
 // NewController wires the controller to factory's informers.
@@ -156,6 +164,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "failback"}),
 		started: map[string]time.Time{}, waiting: map[string]string{}, untaintedSince: map[string]time.Time{},
+		roomSince: map[string]time.Time{},
 	}
 	enabled := func(obj any) {
 		if spec := workobjects.SpecOf(obj); spec != nil && spec.Failover != nil && spec.Failover.Failback != nil {
@@ -201,6 +210,10 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			c.observeTaints(oc, nc)
 			if readyChanged(oc, nc) || !taintsEqual(oc, nc) {
 				c.enqueueAll()
+			} else if !apiequality.Semantic.DeepEqual(oc.Status.ResourceSummary, nc.Status.ResourceSummary) {
+				// Room in a preferred group starts (or ends) an overflow
+				// come-back's window.
+				c.enqueueOverflowing()
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -291,6 +304,22 @@ func (c *Controller) enqueueAll() {
 	})
 }
 
+// enqueueOverflowing enqueues the failback-enabled bindings whose
+// placement has overflow groups.
+func (c *Controller) enqueueOverflowing() {
+	c.bindings.Each(func(key string, spec *workv1alpha1.ResourceBindingSpec) {
+		if spec.Failover == nil || spec.Failover.Failback == nil || spec.Placement == nil {
+			return
+		}
+		for _, t := range spec.Placement.ClusterAffinities {
+			if len(t.OverflowAffinities) > 0 {
+				c.queue.Add(key)
+				return
+			}
+		}
+	})
+}
+
 func (c *Controller) enqueueWaitingOnLimit() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -352,8 +381,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, left)
 	}
 	in := Input{NamespaceLimit: c.opts.MaxConcurrentPerNamespace, Spec: &binding.Spec, Status: &binding.Status, Clusters: clusters, Guard: guard, UntaintedSince: c.untainted(), Now: now,
-		Schedule: CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now)}
+		Schedule:  CoreSchedule(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now),
+		Targets:   CoreScheduleTargets(key, list, binding.Status.SchedulerObservedAffinityName, c.opts.EvictionHistoryTTL, now),
+		RoomSince: c.roomSince[key]}
 	d := Decide(in)
+	// The preferred group's room must hold for the window without a
+	// break: it starts when first seen and ends when gone (or when the
+	// come-back starts, or waits on its own task).
+	switch {
+	case d.Room && d.Action != ActionStart:
+		if _, ok := c.roomSince[key]; !ok {
+			c.roomSince[key] = now
+		}
+	case d.Action != ActionWaitTask:
+		delete(c.roomSince, key)
+	}
 	// The fleet-wide count lists every binding: only when a failback may
 	// start (the limit is Decide's last check), while we have failbacks in
 	// flight, or while the last count was not zero (for the gauge).
@@ -402,6 +444,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	updated := binding.DeepCopy()
 	Apply(&updated.Spec, &updated.Status, d.Clusters, now)
+	// What it ran before, for a rollback (AnnotationClustersBefore).
+	if before, err := json.Marshal(binding.Spec.Clusters); err == nil {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[AnnotationClustersBefore] = string(before)
+	}
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
 		return err
 	}
@@ -467,7 +516,15 @@ func (c *Controller) countInProgress(key string, now time.Time) (total, others, 
 func (c *Controller) rollback(ctx context.Context, key string, binding *workv1alpha1.ResourceBinding, now time.Time) error {
 	updated := binding.DeepCopy()
 	spec := &updated.Spec
-	left := Rollback(spec, now)
+	var before []workv1alpha1.TargetCluster
+	if raw := updated.Annotations[AnnotationClustersBefore]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &before); err != nil {
+			klog.FromContext(ctx).Info("Ignoring an unreadable record of the placement before the failback", "binding", key, "err", err)
+			before = nil
+		}
+		delete(updated.Annotations, AnnotationClustersBefore)
+	}
+	left, lowered := Rollback(spec, before, now)
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
 		return err
 	}
@@ -476,7 +533,10 @@ func (c *Controller) rollback(ctx context.Context, key string, binding *workv1al
 	if len(left) > 0 {
 		msg += "; left " + strings.Join(left, ", ") + " (the scheduler avoids it for a while, and failback does not return to it until another failure)"
 	}
-	klog.FromContext(ctx).Info("Failback rolled back", "binding", key, "left", left)
+	if len(lowered) > 0 {
+		msg += "; " + strings.Join(lowered, ", ") + " back to their old replicas (failback does not grow them again until a failover or a WorkloadRebalancer clears the history)"
+	}
+	klog.FromContext(ctx).Info("Failback rolled back", "binding", key, "left", left, "lowered", lowered)
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Event(binding, corev1.EventTypeWarning, EventFailbackRolledBack, msg)
 	}
@@ -496,4 +556,5 @@ func (c *Controller) forget(key string) {
 	defer c.mu.Unlock()
 	delete(c.waiting, key)
 	delete(c.started, key)
+	delete(c.roomSince, key)
 }

@@ -84,6 +84,14 @@ type Input struct {
 	// includes a cluster it returns to. Nil confirms nothing: the workload
 	// then returns only to clusters its eviction history says it left.
 	Schedule func(spec *workv1alpha1.ResourceBindingSpec) (clusters []string, ok bool)
+	// Targets is Schedule with the replicas each cluster would get
+	// (CoreScheduleTargets), for the overflow come-back; nil never starts
+	// one.
+	Targets func(spec *workv1alpha1.ResourceBindingSpec) (targets []workv1alpha1.TargetCluster, ok bool)
+	// RoomSince is when the trial schedule first found room in the
+	// preferred group for overflowed replicas, without a break (the
+	// controller keeps it from Decision.Room); zero: not yet.
+	RoomSince time.Time
 }
 
 // Decision is the verdict on one binding.
@@ -96,6 +104,10 @@ type Decision struct {
 	After time.Duration
 	// Message says why, for events and logs.
 	Message string
+	// Room: the workload runs replicas on overflow groups and the trial
+	// schedule brings some back to the preferred group (Input.RoomSince
+	// starts, or goes on).
+	Room bool
 }
 
 // Window is the binding's stabilization window.
@@ -255,6 +267,12 @@ func Decide(in Input) Decision {
 		return false
 	})
 	if len(returning) == 0 {
+		if d, ok := decideOverflow(in, fb); ok {
+			if d.Action == ActionStart {
+				return fleetWait(in, fb, d)
+			}
+			return d
+		}
 		if len(blockedForever) > 0 {
 			return Decision{Action: ActionNone, Message: fmt.Sprintf("blockPredecessorSeconds 0 keeps the workload off %s", strings.Join(blockedForever, ", "))}
 		}
@@ -307,6 +325,14 @@ func Decide(in Input) Decision {
 		// history entry, so it is no reason for another failback.
 		lands = "; the scheduler places it on " + strings.Join(targets, ", ")
 	}
+	d.Action = ActionStart
+	d.Message = fmt.Sprintf("clusters %s have been Ready for the %s stabilization window%s", strings.Join(d.Clusters, ", "), window, lands)
+	return fleetWait(in, fb, d)
+}
+
+// fleetWait holds a failback d that may start while the fleet guard sees
+// a disruption or the fleet-wide or namespace limit is reached.
+func fleetWait(in Input, fb *policyv1alpha1.FailbackBehavior, d Decision) Decision {
 	if why := in.Guard.Disruption(); why != "" {
 		d.Action, d.Message = ActionWaitGuard, "the fleet guard sees a disruption: "+why
 		return d
@@ -321,8 +347,6 @@ func Decide(in Input) Decision {
 		d.Message = fmt.Sprintf("%d failbacks of this namespace are in progress (--failback-max-concurrent-per-namespace %d)", in.InNamespace, in.NamespaceLimit)
 		return d
 	}
-	d.Action = ActionStart
-	d.Message = fmt.Sprintf("clusters %s have been Ready for the %s stabilization window%s", strings.Join(d.Clusters, ", "), window, lands)
 	return d
 }
 

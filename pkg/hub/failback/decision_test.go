@@ -387,7 +387,7 @@ func TestOverdueAndRollback(t *testing.T) {
 	if overdue, _ := Overdue(&spec, time.Minute, t0.Add(time.Minute)); !overdue {
 		t.Fatal("not overdue after the timeout")
 	}
-	left := Rollback(&spec, t0.Add(time.Minute))
+	left, _ := Rollback(&spec, nil, t0.Add(time.Minute))
 	if !slices.Equal(left, []string{"member1"}) || len(spec.Clusters) != 1 || spec.Clusters[0] != (workv1alpha1.TargetCluster{Name: "member2", Replicas: 3}) ||
 		len(spec.GracefulEvictionTasks) != 0 || len(spec.EvictionHistory) != 1 || spec.EvictionHistory[0].Reason != ReasonRolledBack {
 		t.Fatalf("Rollback: left %v, spec %+v", left, spec)

@@ -14,7 +14,14 @@ import (
 // of a failback that did not become healthy within the failback timeout
 // and was rolled back. It is no failure a failback undoes: the workload
 // stays where it was until another failure or a rebalance moves it.
-const ReasonRolledBack = "FailbackRolledBack"
+const ReasonRolledBack = workv1alpha1.EvictionReasonFailbackRolledBack
+
+// AnnotationClustersBefore records, on a binding whose failback started,
+// the placement (JSON targets) it had before: a rollback restores the
+// replicas of the clusters the failback grew (an overflow come-back
+// grows clusters that already ran the workload; their Failback tasks
+// only record the clusters it shrank).
+const AnnotationClustersBefore = "failback.flotilla.io/clusters-before"
 
 // DefaultTimeout bounds how long a failback may wait for its new placement
 // to become healthy (hub flag --failback-timeout).
@@ -62,42 +69,48 @@ func Overdue(spec *workv1alpha1.ResourceBindingSpec, timeout time.Duration, now 
 // task, a cluster it returned to leaves), the Failback tasks go, and each
 // cluster it returned to gets an eviction-history entry of reason
 // ReasonRolledBack (the scheduler avoids it for a while; a failback does
-// not return to it). It returns the clusters it left.
-func Rollback(spec *workv1alpha1.ResourceBindingSpec, now time.Time) []string {
+// not return to it). A cluster the failback grew (before, when recorded,
+// says what it ran) gets its old replicas back and an entry of the same
+// reason, which only keeps failbacks from growing it again. It returns
+// the clusters it left and those it lowered.
+func Rollback(spec *workv1alpha1.ResourceBindingSpec, before []workv1alpha1.TargetCluster, now time.Time) (left, lowered []string) {
 	tasks := failbackTasks(spec)
-	var before []string
+	var names []string
 	for _, t := range tasks {
-		before = append(before, t.ClustersBeforeFailover...)
+		names = append(names, t.ClustersBeforeFailover...)
 	}
-	if len(before) == 0 {
+	if len(names) == 0 {
 		// No record of the old placement: keep every cluster, undo the
 		// shrinks only.
 		for _, t := range tasks {
-			before = append(before, t.FromCluster)
+			names = append(names, t.FromCluster)
 		}
 		for _, c := range spec.Clusters {
-			before = append(before, c.Name)
+			names = append(names, c.Name)
 		}
 	}
-	slices.Sort(before)
-	before = slices.Compact(before)
+	slices.Sort(names)
+	names = slices.Compact(names)
 	current := map[string]int32{}
 	for _, c := range spec.Clusters {
 		current[c.Name] = c.Replicas
 	}
 	var clusters []workv1alpha1.TargetCluster
-	for _, name := range before {
+	for _, name := range names {
 		i := slices.IndexFunc(tasks, func(t workv1alpha1.GracefulEvictionTask) bool { return t.FromCluster == name })
 		switch n, placed := current[name]; {
 		case i >= 0 && tasks[i].Replicas != nil:
 			clusters = append(clusters, workv1alpha1.TargetCluster{Name: name, Replicas: *tasks[i].Replicas})
 		case placed:
+			if j := slices.IndexFunc(before, func(t workv1alpha1.TargetCluster) bool { return t.Name == name }); j >= 0 && n > before[j].Replicas && spec.Replicas > 0 {
+				n = before[j].Replicas
+				lowered = append(lowered, name)
+			}
 			clusters = append(clusters, workv1alpha1.TargetCluster{Name: name, Replicas: n})
 		}
 	}
-	var left []string
 	for _, c := range spec.Clusters {
-		if !slices.Contains(before, c.Name) {
+		if !slices.Contains(names, c.Name) {
 			left = append(left, c.Name)
 		}
 	}
@@ -111,8 +124,8 @@ func Rollback(spec *workv1alpha1.ResourceBindingSpec, now time.Time) []string {
 		spec.GracefulEvictionTasks = nil
 	}
 	stamp := metav1.NewTime(now)
-	for _, name := range left {
+	for _, name := range append(slices.Clone(left), lowered...) {
 		spec.EvictionHistory = append(spec.EvictionHistory, workv1alpha1.EvictionHistoryEntry{ClusterName: name, Reason: ReasonRolledBack, EvictedAt: stamp})
 	}
-	return left
+	return left, lowered
 }

@@ -231,6 +231,7 @@ type ResourceSelector struct {
 
 // Placement says where workloads may run.
 // +kubebuilder:validation:XValidation:rule="!(has(self.clusterAffinity) && has(self.clusterAffinities))",message="placement: clusterAffinity and clusterAffinities are mutually exclusive",fieldPath=".clusterAffinities"
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterAffinities) || self.clusterAffinities.all(t, !has(t.overflowAffinities) || size(t.overflowAffinities) == 0) || (has(self.replicaScheduling) && (!has(self.replicaScheduling.replicaSchedulingType) || self.replicaScheduling.replicaSchedulingType == 'Divided') && has(self.replicaScheduling.replicaDivisionPreference) && (self.replicaScheduling.replicaDivisionPreference == 'Aggregated' || (self.replicaScheduling.replicaDivisionPreference == 'Weighted' && has(self.replicaScheduling.weightPreference) && has(self.replicaScheduling.weightPreference.dynamicWeight))))",message="placement: overflowAffinities can only be used together with dynamic weight or aggregated scheduling (replicaScheduling Divided, Aggregated or Weighted by dynamicWeight)",fieldPath=".clusterAffinities"
 type Placement struct {
 	// ClusterAffinity restricts the clusters the workload may be scheduled
 	// to. Nil means every cluster.
@@ -296,6 +297,30 @@ type ClusterAffinity struct {
 type ClusterAffinityTerm struct {
 	// AffinityName identifies the group; it is recorded in the binding's
 	// status when the scheduler uses it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	AffinityName string `json:"affinityName"`
+
+	ClusterAffinity `json:",inline"`
+
+	// OverflowAffinities are further groups of clusters, in order, that
+	// take the replicas the term's own clusters (the inline
+	// ClusterAffinity, the preferred group) have no room for: each group
+	// is filled before the next one is used, and a scale-down takes
+	// replicas from the last group first. A cluster is in the first group
+	// that selects it. Only for Divided replicas spread by room
+	// (Aggregated, or Weighted by dynamicWeight); objects without replicas
+	// use the preferred group alone. With failover.failback the replicas
+	// come back to the preferred group once it has had room for the
+	// stabilization window.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	OverflowAffinities []OverflowClusterAffinity `json:"overflowAffinities,omitempty"`
+}
+
+// OverflowClusterAffinity is one overflow group of a ClusterAffinityTerm.
+type OverflowClusterAffinity struct {
+	// AffinityName identifies the overflow group.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	AffinityName string `json:"affinityName"`

@@ -23,6 +23,13 @@ const (
 	// the new placement is healthy.
 	EvictionReasonRescheduled = "Rescheduled"
 
+	// EvictionReasonFailbackRolledBack: a failback's new placement did not
+	// become healthy in time and the old one was restored. An entry of a
+	// cluster the workload still runs on (a come-back that grew it) only
+	// keeps failbacks from trying it again; the scheduler does not avoid
+	// the cluster for it.
+	EvictionReasonFailbackRolledBack = "FailbackRolledBack"
+
 	// EvictionProducerScheduler is the hub's scheduler.
 	EvictionProducerScheduler = "Scheduler"
 )

@@ -35,7 +35,6 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
@@ -149,6 +148,9 @@ type candidate struct {
 	existing  bool  // in the current result: locality keeps it
 	returning bool  // the scheduler's own eviction task is open: its copy still runs
 	current   int32 // replicas it has now
+	// group is the term's group that selects it: 0 the term's own
+	// affinity, i > 0 its i-th overflow group.
+	group int
 }
 
 // Schedule decides where the binding runs. It returns a *FitError when the
@@ -163,15 +165,25 @@ func Schedule(in Input) (Result, error) {
 	}
 	// Ordered affinity groups: the first that yields a result wins.
 	type term struct {
-		name     string
-		affinity *policyv1alpha1.ClusterAffinity
+		name string
+		// groups are the term's affinity, then its overflow groups (when
+		// the binding may overflow): a cluster's group is the first that
+		// selects it.
+		groups []*policyv1alpha1.ClusterAffinity
 	}
-	terms := []term{{affinity: placement.ClusterAffinity}}
+	terms := []term{{groups: []*policyv1alpha1.ClusterAffinity{placement.ClusterAffinity}}}
 	if len(placement.ClusterAffinities) > 0 {
 		terms = terms[:0]
+		overflow := OverflowAllowed(in.Spec.Replicas, placement)
 		for i := range placement.ClusterAffinities {
 			t := &placement.ClusterAffinities[i]
-			terms = append(terms, term{name: t.AffinityName, affinity: &t.ClusterAffinity})
+			groups := []*policyv1alpha1.ClusterAffinity{&t.ClusterAffinity}
+			if overflow {
+				for j := range t.OverflowAffinities {
+					groups = append(groups, &t.OverflowAffinities[j].ClusterAffinity)
+				}
+			}
+			terms = append(terms, term{name: t.AffinityName, groups: groups})
 		}
 	}
 	// Resume from the term in use, then later terms: a workload that
@@ -194,7 +206,7 @@ func Schedule(in Input) (Result, error) {
 		firstErr = nil
 		var tried []termOutcome // terms that did not fit, when recording
 		for _, t := range terms {
-			out, err := scheduleTerm(in, placement, t.name, t.affinity, allowEvicted)
+			out, err := scheduleTerm(in, placement, t.name, t.groups, allowEvicted)
 			if err == nil {
 				res := Result{Clusters: out.targets, AffinityName: t.name}
 				if in.RecordDecision {
@@ -245,7 +257,7 @@ type termOutcome struct {
 	droppedBy  map[string]*policyv1alpha1.SpreadConstraint // the constraint that left a feasible cluster out
 }
 
-func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, affinity *policyv1alpha1.ClusterAffinity, allowEvicted bool) (termOutcome, error) {
+func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, groups []*policyv1alpha1.ClusterAffinity, allowEvicted bool) (termOutcome, error) {
 	out := termOutcome{name: name, allowEvicted: allowEvicted}
 	current := map[string]int32{}
 	for _, t := range in.Spec.Clusters {
@@ -261,7 +273,8 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, af
 	reasons := map[string]string{}
 	var feasible []candidate
 	for i, c := range in.Clusters {
-		if r := filter(in, placement, affinity, c, current, allowEvicted); r.code != "" {
+		group := groupOf(groups, c)
+		if r := filter(in, placement, group, c, current, allowEvicted); r.code != "" {
 			reasons[c.Name] = r.sentence()
 			if out.rejections != nil {
 				out.rejections[i] = r
@@ -284,7 +297,7 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, af
 				}
 			}
 		}
-		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n, returning: returning})
+		feasible = append(feasible, candidate{cluster: c, existing: existing, current: n, returning: returning, group: group})
 	}
 	fitErr := func(extra string) *FitError {
 		return &FitError{NumAllClusters: len(in.Clusters), Reasons: reasons,
@@ -293,8 +306,13 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, af
 	if len(feasible) == 0 {
 		return out, fitErr("")
 	}
-	// Score: locality first (keep what runs), then name for stability.
+	// Score: the overflow group first (the preferred group before its
+	// overflow groups, Karmada's overflow order), then locality (keep what
+	// runs), then name for stability.
 	sort.SliceStable(feasible, func(i, j int) bool {
+		if feasible[i].group != feasible[j].group {
+			return feasible[i].group < feasible[j].group
+		}
 		if feasible[i].existing != feasible[j].existing {
 			return feasible[i].existing
 		}
@@ -324,11 +342,12 @@ func scheduleTerm(in Input, placement *policyv1alpha1.Placement, name string, af
 
 // filter returns why cluster c cannot run the binding; the zero rejection
 // when it can.
-func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alpha1.ClusterAffinity, c *clusterv1alpha1.Cluster, current map[string]int32, allowEvicted bool) rejection {
+// group is the cluster's group in the term (groupOf).
+func filter(in Input, placement *policyv1alpha1.Placement, group int, c *clusterv1alpha1.Cluster, current map[string]int32, allowEvicted bool) rejection {
 	if c.DeletionTimestamp != nil {
 		return rejection{code: workv1alpha1.DecisionClusterDeleting}
 	}
-	if !clusteraffinity.Matches(affinity, c) {
+	if group < 0 {
 		return rejection{code: workv1alpha1.DecisionClusterAffinityMismatch}
 	}
 	// A cluster already in the result keeps it despite new taints: moving
@@ -352,7 +371,13 @@ func filter(in Input, placement *policyv1alpha1.Placement, affinity *policyv1alp
 		}
 	}
 	if !allowEvicted {
+		_, placed := current[c.Name]
 		for _, h := range in.Spec.EvictionHistory {
+			// A rolled-back failback that grew a cluster the workload still
+			// runs on did not evict it from there.
+			if placed && h.Reason == workv1alpha1.EvictionReasonFailbackRolledBack {
+				continue
+			}
 			if h.ClusterName == c.Name && in.Now.Before(h.EvictedAt.Add(in.EvictionHistoryTTL)) {
 				return rejection{code: workv1alpha1.DecisionRecentlyEvicted}
 			}

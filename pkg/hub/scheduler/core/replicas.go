@@ -52,12 +52,14 @@ func assignReplicas(in Input, placement *policyv1alpha1.Placement, selected []ca
 	var seats []int32
 	var msg string
 	switch {
+	case overflowing(selected):
+		seats, msg = assignOverflow(in, strategy, selected, keptSum)
 	case in.Fresh || in.Rebalance || keptSum == 0:
-		seats, msg = divideFresh(in, strategy, selected)
+		seats, msg = divideFresh(in, strategy, selected, replicas)
 	case keptSum <= int64(replicas):
 		seats, msg = scaleUp(in, strategy, selected, int32(int64(replicas)-keptSum))
 	default:
-		seats = scaleDown(in, strategy, selected, keptSum-int64(replicas))
+		seats = scaleDown(in, strategy, selected, replicas, keptSum-int64(replicas))
 	}
 	if msg != "" {
 		return nil, msg
@@ -94,10 +96,10 @@ func staticWeights(list []policyv1alpha1.StaticClusterWeight, selected []candida
 	return weights
 }
 
-// divideFresh divides all replicas as if nothing ran (first schedule, or
-// a reschedule a person asked for).
-func divideFresh(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate) ([]int32, string) {
-	replicas := in.Spec.Replicas
+// divideFresh divides replicas (all of them, or an overflow group's
+// share) as if nothing ran (first schedule, or a reschedule a person
+// asked for).
+func divideFresh(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate, replicas int32) ([]int32, string) {
 	switch {
 	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
 		return aggregated(in, selected, int64(replicas), true)
@@ -168,11 +170,11 @@ func scaleUp(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selec
 }
 
 // scaleDown takes excess replicas away from the clusters running them,
-// never adding to any (house monotone): static weights from where the
-// result exceeds the weighted ideal, dynamic weights in proportion to what
-// runs (Karmada's scale-down), Aggregated from the smallest.
-func scaleDown(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate, excess int64) []int32 {
-	replicas := in.Spec.Replicas
+// leaving replicas (all of them, or an overflow group's share), never
+// adding to any (house monotone): static weights from where the result
+// exceeds the weighted ideal, dynamic weights in proportion to what runs
+// (Karmada's scale-down), Aggregated from the smallest.
+func scaleDown(in Input, strategy *policyv1alpha1.ReplicaSchedulingStrategy, selected []candidate, replicas int32, excess int64) []int32 {
 	current := make([]int64, len(selected))
 	for i, c := range selected {
 		current[i] = int64(kept(c))
