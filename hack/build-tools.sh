@@ -34,6 +34,10 @@ RECIPES=(
 	"kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|-s -w"
 	"kwokctl|kwok|sigs.k8s.io/kwok/cmd/kwokctl|-s -w"
 	"coredns|coredns|github.com/flotilla-io/flotilla/hack/tools/coredns/cmd/coredns|-s -w"
+	# ExternalDNS with its crd source and CoreDNS provider only (the
+	# upstream main links dependencies the module proxy does not serve:
+	# hack/tools/externaldns/cmd/external-dns); test/externaldns runs it.
+	"external-dns|externaldns|github.com/flotilla-io/flotilla/hack/tools/externaldns/cmd/external-dns|-s -w"
 	"controller-gen|codegen|sigs.k8s.io/controller-tools/cmd/controller-gen|-s -w"
 	"deepcopy-gen|codegen|k8s.io/code-generator/cmd/deepcopy-gen|-s -w"
 	"client-gen|codegen|k8s.io/code-generator/cmd/client-gen|-s -w"
