@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package dnsendpoint publishes the hub's traffic decisions as ExternalDNS
 // DNSEndpoint objects (externaldns.k8s.io/v1alpha1), so any DNS provider
 // ExternalDNS supports serves them. One DNSEndpoint per MultiClusterIngress,
