@@ -381,12 +381,12 @@ func Run(ctx context.Context, opts *Options) error {
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
 		// Publishing DNSEndpoints reads the ingresses' status (the traffic
-		// decision) and the fleet guard, to keep the last records while
-		// the hub sees no cluster.
+		// decision) and the clusters, judged as the fleet guard does, to
+		// keep the last records while the hub sees no cluster Ready.
 		var dnsEndpointCtl *dnsendpoint.Controller
 		if opts.DNSEndpointPublishing {
 			dnsEndpointCtl = dnsendpoint.NewController(dynamic.NewForConfigOrDie(clients.config("dns-endpoint")), factory, dnsendpoint.Options{
-				TTL: opts.DNSTrafficTTL, Guard: guard, Recorder: recorder, Metrics: dnsEndpointMetrics})
+				TTL: opts.DNSTrafficTTL, Recorder: recorder, Metrics: dnsEndpointMetrics})
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())

@@ -23,9 +23,10 @@ limitations under the License.
 // addresses its status records.
 //
 // It fails static: DNSEndpoints carry no finalizer and nothing removes them
-// when the hub stops, and while the hub cannot see the fleet (the fleet
-// guard has not judged it or sees no cluster Ready) or cannot see an
-// ingress's addresses, the published records are kept, not blanked.
+// when the hub stops, and while the hub cannot see the fleet (no cluster
+// has reported, or none is Ready: the fleet guard's FullDisruption) or
+// cannot see an ingress's addresses, the published records are kept, not
+// blanked or replaced by a fail-open guess.
 package dnsendpoint
 
 import (
@@ -38,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,8 +54,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	networkinglisters "github.com/flotilla-io/flotilla/pkg/generated/listers/networking/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
@@ -99,11 +103,6 @@ func hostIndexFunc(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// Guard is the fleet guard's verdict (clustertaint.FleetGuard).
-type Guard interface {
-	State() clustertaint.GuardState
-}
-
 // Metrics of the publisher.
 type Metrics struct {
 	// HeldIngresses is the number of ingresses whose last published
@@ -129,12 +128,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type Options struct {
 	// TTL of the published records.
 	TTL      time.Duration
-	Guard    Guard
 	Recorder record.EventRecorder
 	Metrics  *Metrics
-	// GuardPoll is how often the guard's verdict is checked for a change
-	// (default 2s).
-	GuardPoll time.Duration
 }
 
 // Controller keeps one DNSEndpoint per MultiClusterIngress.
@@ -143,6 +138,7 @@ type Controller struct {
 	client    dynamic.Interface
 	ingresses networkinglisters.MultiClusterIngressLister
 	byHost    cache.Indexer
+	clusters  clusterlisters.ClusterLister
 	endpoints cache.GenericLister
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
@@ -153,20 +149,21 @@ type Controller struct {
 	held map[string]string // ingress key -> hold reason
 }
 
-// NewController wires the controller to factory's MultiClusterIngress
-// informer and an informer of its own over the hub's DNSEndpoints.
+// NewController wires the controller to factory's MultiClusterIngress and
+// Cluster informers and an informer of its own over the hub's DNSEndpoints.
+// Sharing the factory with the ingress controller matters: a status it
+// wrote from a view of the clusters is judged here against the same cache,
+// never an older one.
 func NewController(client dynamic.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
-	if opts.GuardPoll <= 0 {
-		opts.GuardPoll = 2 * time.Second
-	}
 	ingresses := factory.Networking().V1alpha1().MultiClusterIngresses()
+	clusters := factory.Cluster().V1alpha1().Clusters()
 	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc}))
 	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = managedBySelector })
 	endpoints := dynFactory.ForResource(GVR)
 	c := &Controller{opts: opts, client: client,
-		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), endpoints: endpoints.Lister(),
-		synced:   []cache.InformerSynced{ingresses.Informer().HasSynced, endpoints.Informer().HasSynced},
+		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), clusters: clusters.Lister(), endpoints: endpoints.Lister(),
+		synced:   []cache.InformerSynced{ingresses.Informer().HasSynced, clusters.Informer().HasSynced, endpoints.Informer().HasSynced},
 		dynStart: dynFactory.Start, dynStop: dynFactory.Shutdown, held: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dns-endpoint"}),
@@ -183,6 +180,18 @@ func NewController(client dynamic.Interface, factory flotillainformers.SharedInf
 			}
 		},
 		DeleteFunc: func(obj any) { c.enqueue(obj); c.enqueueClaimants(obj) },
+	})
+	// Whether the hub sees the fleet changes with the clusters' Ready.
+	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(o, n any) {
+			oc, ok1 := o.(*clusterv1alpha1.Cluster)
+			nc, ok2 := n.(*clusterv1alpha1.Cluster)
+			if !ok1 || !ok2 || readyStatus(oc) != readyStatus(nc) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
 	})
 	// A DNSEndpoint changed or deleted by hand is put back.
 	_, _ = endpoints.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -217,13 +226,25 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-// fleetSeen: the fleet guard has judged the fleet and sees a cluster Ready.
-func (c *Controller) fleetSeen() bool {
-	if c.opts.Guard == nil {
-		return true
+func readyStatus(c *clusterv1alpha1.Cluster) metav1.ConditionStatus {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); cond != nil {
+		return cond.Status
 	}
-	s := c.opts.Guard.State()
-	return s.Evaluated && s.Mode != clustertaint.GuardFullDisruption
+	return ""
+}
+
+// fleetSeen judges the clusters as the fleet guard does
+// (clustertaint.Judge): false when no cluster has reported, or none is
+// Ready (FullDisruption, where the guard assumes the hub is the one cut
+// off). It reads the cache, not the guard's periodic verdict, so it is
+// never older than the view the traffic decision was made from.
+func (c *Controller) fleetSeen() (bool, error) {
+	clusters, err := c.clusters.List(labels.Everything())
+	if err != nil {
+		return false, err
+	}
+	s := clustertaint.Judge(clusters, 1)
+	return s.Total > 0 && s.Mode != clustertaint.GuardFullDisruption, nil
 }
 
 // Run works until ctx is done. The MultiClusterIngress informer is started
@@ -236,24 +257,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSync("dns-endpoint", ctx.Done(), c.synced...) {
 		return
 	}
-	// The guard's verdict has no informer: poll it, and re-evaluate every
-	// ingress when the hub starts or stops seeing the fleet.
-	go func() {
-		seen := c.fleetSeen()
-		t := time.NewTicker(c.opts.GuardPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if now := c.fleetSeen(); now != seen {
-					seen = now
-					c.enqueueAll()
-				}
-			}
-		}
-	}()
 	queueworker.Run(ctx, "dns-endpoint", c.queue, workers, c.sync)
 }
 
@@ -284,7 +287,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		klog.FromContext(ctx).Info("DNSEndpoint spec unreadable, rewriting it", "dnsEndpoint", key, "err", err)
 		published = nil
 	}
-	want, hold := Publish(c.fleetSeen(), published, OwnedHosts(mci, claimants), TrafficOf(mci), int64(c.opts.TTL/time.Second))
+	seen, err := c.fleetSeen()
+	if err != nil {
+		return err
+	}
+	want, hold := Publish(seen, published, OwnedHosts(mci, claimants), TrafficOf(mci), int64(c.opts.TTL/time.Second))
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published

@@ -125,9 +125,9 @@ func OwnedHosts(mci *networkingv1alpha1.MultiClusterIngress, claimants []*networ
 
 // Hold reasons: why the last published records stay.
 const (
-	// HoldFleetUnseen: the fleet guard has not judged the fleet yet, or
-	// judges it in FullDisruption (no cluster Ready): the hub assumes it is
-	// the one cut off, and what it would publish is a guess.
+	// HoldFleetUnseen: no cluster has reported, or none is Ready (the
+	// fleet guard's FullDisruption): the hub assumes it is the one cut
+	// off, and what it would publish (the decision's fail-open) is a guess.
 	HoldFleetUnseen = "FleetUnseen"
 	// HoldAddressesUnseen: the backends are placed and nothing blocks
 	// them, yet no address is known: the hub cannot see the load balancers
@@ -138,8 +138,7 @@ const (
 // Publish decides the endpoints of an ingress's DNSEndpoint: desired
 // (Endpoints of its owned hosts), or, when the hub cannot see enough to
 // decide, the published ones kept (fail static) with the hold reason.
-// fleetSeen is the fleet guard's verdict: evaluated and not in
-// FullDisruption. published is what the DNSEndpoint holds now (nil: none).
+// fleetSeen: some cluster has reported and one is Ready. published is what the DNSEndpoint holds now (nil: none).
 // The hub never replaces published addresses with none because it cannot
 // see: only a block or a placement without backends empties a host. Even
 // a hold drops hosts the ingress no longer owns: ownership comes from the
