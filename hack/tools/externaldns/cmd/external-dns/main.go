@@ -25,6 +25,7 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
@@ -71,6 +72,8 @@ func run(ctx context.Context) error {
 	if err := apiv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	// As upstream's crd source: list options are encoded for this group.
+	metav1.AddToGroupVersion(scheme, apiv1alpha1.GroupVersion)
 	kube, err := client.New(restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
