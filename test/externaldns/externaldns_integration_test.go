@@ -91,6 +91,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	createIngress(t, fc, tenant, "web", host)
 	waitAnswer(t, dnsAddr, host, []string{"10.0.1.1", "10.0.2.1"})
 	logEndpoint(t, dyn, tenant, "web")
+	logDig(t, dnsAddr, host, "published")
 
 	tenantsStayApart(t, env, fc, dyn, dnsAddr)
 
@@ -99,6 +100,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	setReady(t, fc, "member1", metav1.ConditionFalse)
 	waitAnswer(t, dnsAddr, host, []string{"10.0.2.1"})
 	t.Logf("failover: member1 NotReady to CoreDNS answering without it in %s", time.Since(failover).Round(100*time.Millisecond))
+	logDig(t, dnsAddr, host, "after the failover")
 
 	// No cluster Ready: the decision fails open (both addresses, which the
 	// status shows), but the hub cannot see the fleet: the record stays.
@@ -115,6 +117,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	setReady(t, fc, "member1", metav1.ConditionTrue)
 	setReady(t, fc, "member2", metav1.ConditionFalse)
 	holdAnswer(t, dnsAddr, host, []string{"10.0.2.1"}, 4*time.Second)
+	logDig(t, dnsAddr, host, "hub stopped, member1 Ready again, member2 not")
 	if _, err := dyn.Resource(dnsendpoint.GVR).Namespace(tenant).Get(ctx, "web", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the DNSEndpoint is gone with the hub stopped: %v", err)
 	}

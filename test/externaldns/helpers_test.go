@@ -339,3 +339,16 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("lengths %d and %d", len(la), len(lb))
 }
+
+// logDig logs `dig` against CoreDNS when dig is installed (the output
+// docs/dnstraffic.md shows); the assertions use miekg/dns.
+func logDig(t *testing.T, addr, name, when string) {
+	t.Helper()
+	dig, err := exec.LookPath("dig")
+	if err != nil {
+		return
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	out, err := exec.Command(dig, "@"+host, "-p", port, name, "A", "+noall", "+answer").CombinedOutput()
+	t.Logf("%s: dig @%s -p %s %s A +noall +answer (err %v)\n%s", when, host, port, name, err, out)
+}
