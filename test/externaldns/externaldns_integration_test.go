@@ -60,7 +60,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 		t.Fatalf("%s/coredns has no etcd plugin (%v): run hack/build-tools.sh coredns", bin, err)
 	}
 	start := time.Now()
-	env := testenv.Start(t)
+	env := testenv.Start(t, testenv.WithAuditLog())
 	ctx := context.Background()
 	fc := flotillaclient.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
@@ -120,6 +120,10 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	logDig(t, dnsAddr, host, "hub stopped, member1 Ready again, member2 not")
 	if _, err := dyn.Resource(dnsendpoint.GVR).Namespace(tenant).Get(ctx, "web", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the DNSEndpoint is gone with the hub stopped: %v", err)
+	}
+	// The shipped roles were enough: the hub was refused nothing.
+	if refused := env.RefusedRequests(t, testenv.ServiceAccountUser(hubNamespace, hubAccount)); len(refused) > 0 {
+		t.Fatalf("the hub was refused, under manifests/hub and manifests/hub/dns-endpoint's roles:\n%s", strings.Join(refused, "\n"))
 	}
 	t.Logf("whole test: %s", time.Since(start).Round(100*time.Millisecond))
 }
