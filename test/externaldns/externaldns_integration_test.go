@@ -48,6 +48,9 @@ const (
 // environment, which the test sets with t.Setenv. The package has this
 // test only.
 func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs a real kube-apiserver, ExternalDNS, etcd and CoreDNS (run without -short)")
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
