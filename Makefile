@@ -35,7 +35,7 @@ help: ## Show the targets.
 	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, the code generators, staticcheck, promtool and prometheus into bin/ (cached).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, ExternalDNS (crd source, CoreDNS provider), the code generators, staticcheck, promtool and prometheus into bin/ (cached).
 	hack/build-tools.sh
 
 .PHONY: build

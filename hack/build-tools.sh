@@ -3,8 +3,9 @@
 # and `make up` run, from the pinned Go modules under hack/tools/, into bin/.
 #
 # A tool is rebuilt only when its recipe changes: each binary has a stamp in
-# bin/.stamps/ holding the hash of its tools module (go.mod + go.sum) and build
-# flags. Usage: hack/build-tools.sh [tool ...]   (default: all)
+# bin/.stamps/ holding the hash of its tools module (go.mod + go.sum, and the
+# Go files of its own cmd/ if it has one) and build flags.
+# Usage: hack/build-tools.sh [tool ...]   (default: all)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +35,10 @@ RECIPES=(
 	"kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|-s -w"
 	"kwokctl|kwok|sigs.k8s.io/kwok/cmd/kwokctl|-s -w"
 	"coredns|coredns|github.com/flotilla-io/flotilla/hack/tools/coredns/cmd/coredns|-s -w"
+	# ExternalDNS with its crd source and CoreDNS provider only (the
+	# upstream main links dependencies the module proxy does not serve:
+	# hack/tools/externaldns/cmd/external-dns); test/externaldns runs it.
+	"external-dns|externaldns|github.com/flotilla-io/flotilla/hack/tools/externaldns/cmd/external-dns|-s -w"
 	"controller-gen|codegen|sigs.k8s.io/controller-tools/cmd/controller-gen|-s -w"
 	"deepcopy-gen|codegen|k8s.io/code-generator/cmd/deepcopy-gen|-s -w"
 	"client-gen|codegen|k8s.io/code-generator/cmd/client-gen|-s -w"
@@ -67,7 +72,10 @@ done
 for recipe in "${RECIPES[@]}"; do
 	IFS='|' read -r name module pkg ldflags tags <<<"$recipe"
 	selected "$name" || continue
-	stamp=$( (cat "$TOOLS/$module/go.mod" "$TOOLS/$module/go.sum"; echo "$pkg $ldflags${tags:+ tags=$tags}"; go env GOVERSION) | sha256sum | cut -c1-16)
+	# A tools module's own main packages (cmd/: CoreDNS's plugin list,
+	# ExternalDNS's main) are part of the recipe; its tools.go is not.
+	stamp=$( (cat "$TOOLS/$module/go.mod" "$TOOLS/$module/go.sum"; echo "$pkg $ldflags${tags:+ tags=$tags}"; go env GOVERSION
+		if [ -d "$TOOLS/$module/cmd" ]; then find "$TOOLS/$module/cmd" -name '*.go' | LC_ALL=C sort | xargs cat; fi) | sha256sum | cut -c1-16)
 	if [ -x "$BIN/$name" ] && [ "$(cat "$STAMPS/$name" 2>/dev/null)" = "$stamp" ]; then
 		continue
 	fi

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -41,6 +42,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/dependencies"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnsendpoint"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/failback"
 	"github.com/flotilla-io/flotilla/pkg/hub/failoverhistory"
@@ -98,6 +100,9 @@ type Options struct {
 	DNSTrafficZones                    []string
 	DNSTrafficTTL                      time.Duration
 	DNSTrafficMaxInFlight              int
+	// DNSEndpointPublishing writes an ExternalDNS DNSEndpoint per
+	// MultiClusterIngress (pkg/hub/dnsendpoint).
+	DNSEndpointPublishing bool
 }
 
 // NewOptions returns the defaults.
@@ -187,6 +192,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Zones the DNS traffic manager is authoritative for (names outside them are REFUSED); empty makes every MultiClusterIngress host its own zone.")
 	fs.DurationVar(&o.DNSTrafficTTL, "dns-traffic-ttl", o.DNSTrafficTTL, "TTL of the DNS traffic manager's answers; short, so a blocked cluster leaves resolvers' caches quickly.")
 	fs.IntVar(&o.DNSTrafficMaxInFlight, "dns-traffic-max-in-flight", o.DNSTrafficMaxInFlight, "Queries the DNS traffic manager handles at once; more are dropped (clients retry).")
+	fs.BoolVar(&o.DNSEndpointPublishing, "dns-endpoint-publishing", o.DNSEndpointPublishing,
+		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: --dns-traffic-ttl.")
 }
 
 // Validate reports every invalid flag at once.
@@ -277,6 +284,11 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
 	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
+	var dnsEndpointMetrics *dnsendpoint.Metrics
+	if opts.DNSEndpointPublishing {
+		health.AddReadyzCheck("dns-endpoint-crd", cmdutil.APIGroupsServed(kube.Discovery(), dnsendpoint.GVR.GroupVersion().String()))
+		dnsEndpointMetrics = dnsendpoint.NewMetrics(registry)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -373,15 +385,24 @@ func Run(ctx context.Context, opts *Options) error {
 		rebalancerCtl := workloadrebalancer.NewController(clients.flotilla("workload-rebalancer"), factory, workloadrebalancer.Options{Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
 		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
+		// Publishing DNSEndpoints reads the ingresses' status (the traffic
+		// decision) and the clusters, judged as the fleet guard does, to
+		// keep the last records while the hub sees no cluster Ready.
+		var dnsEndpointCtl *dnsendpoint.Controller
+		if opts.DNSEndpointPublishing {
+			dnsEndpointCtl = dnsendpoint.NewController(dynamic.NewForConfigOrDie(clients.config("dns-endpoint")), factory, dnsendpoint.Options{
+				TTL: opts.DNSTrafficTTL, Recorder: recorder, Metrics: dnsEndpointMetrics})
+		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
-		for _, ctl := range []struct {
+		type controller struct {
 			run     func(context.Context, int)
 			workers int
-		}{
+		}
+		controllers := []controller{
 			{lifecycle.Run, opts.ConcurrentClusterSyncs}, {health.Run, opts.ConcurrentClusterSyncs}, {taints.Run, opts.ConcurrentClusterSyncs},
 			{detectorCtl.Run, opts.ConcurrentResourceTemplateSyncs},
 			// Decisions are independent per binding (none reserves capacity
@@ -400,7 +421,11 @@ func Run(ctx context.Context, opts *Options) error {
 			// WorkloadRebalancers are one-shot and rare: one worker.
 			{rebalancerCtl.Run, 1},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
-		} {
+		}
+		if dnsEndpointCtl != nil {
+			controllers = append(controllers, controller{dnsEndpointCtl.Run, opts.ConcurrentMultiClusterIngressSyncs})
+		}
+		for _, ctl := range controllers {
 			wg.Add(1)
 			go func() { defer wg.Done(); ctl.run(ctx, ctl.workers) }()
 		}

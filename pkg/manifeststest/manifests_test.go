@@ -35,13 +35,14 @@ import (
 
 // The kustomizations users apply (docs/install.md).
 const (
-	hubKustomization        = "kustomize/hub"
-	hubDNSKustomization     = "kustomize/hub-dns-traffic"
-	agentOverlayGlob        = "kustomize/agent/overlays/*/kustomization.yaml"
-	hubDeploymentName       = "flotilla-hub"
-	agentDeploymentName     = "flotilla-agent"
-	dnsProbeDaemonSetName   = "flotilla-dns-probe"
-	agentOverlayForClusters = "member1"
+	hubKustomization            = "kustomize/hub"
+	hubDNSKustomization         = "kustomize/hub-dns-traffic"
+	hubDNSEndpointKustomization = "kustomize/hub-dns-endpoint"
+	agentOverlayGlob            = "kustomize/agent/overlays/*/kustomization.yaml"
+	hubDeploymentName           = "flotilla-hub"
+	agentDeploymentName         = "flotilla-agent"
+	dnsProbeDaemonSetName       = "flotilla-dns-probe"
+	agentOverlayForClusters     = "member1"
 )
 
 // binary describes one of the two binaries the image ships.
@@ -87,7 +88,7 @@ func parseAndValidate(args []string, add func(*pflag.FlagSet), validate func() e
 }
 
 func TestHubDeploymentFlagsAndPorts(t *testing.T) {
-	for _, dir := range []string{hubKustomization, hubDNSKustomization} {
+	for _, dir := range []string{hubKustomization, hubDNSKustomization, hubDNSEndpointKustomization} {
 		t.Run(dir, func(t *testing.T) {
 			objs := render(t, dir)
 			d := &appsv1.Deployment{}
@@ -101,6 +102,9 @@ func TestHubDeploymentFlagsAndPorts(t *testing.T) {
 					t.Errorf("%s does not set --dns-traffic-address", dir)
 				}
 				checkService(t, objs, "flotilla-hub-dns", d.Spec.Template.Labels, c, flags, "dns-traffic-address")
+			}
+			if dir == hubDNSEndpointKustomization {
+				checkDNSEndpointPublishing(t, objs, flags.Lookup("dns-endpoint-publishing").Value.String(), d.Namespace)
 			}
 			if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 				t.Errorf("hub Deployment: want at least 2 replicas (a standby), got %v", d.Spec.Replicas)
@@ -717,4 +721,35 @@ func repoRoot(t *testing.T) string {
 		}
 		dir = parent
 	}
+}
+
+// checkDNSEndpointPublishing: kustomize/hub-dns-endpoint turns the flag on
+// and brings what it needs: the DNSEndpoint CRD, and a ClusterRole bound to
+// the hub's ServiceAccount with exactly the verbs the publisher uses on
+// dnsendpoints (pkg/hub/dnsendpoint) and nothing else.
+func checkDNSEndpointPublishing(t *testing.T, objs []*unstructured.Unstructured, flag, namespace string) {
+	t.Helper()
+	if flag != "true" {
+		t.Errorf("%s: --dns-endpoint-publishing=%s", hubDNSEndpointKustomization, flag)
+	}
+	crd := &unstructured.Unstructured{}
+	get(t, objs, "CustomResourceDefinition", "dnsendpoints.externaldns.k8s.io", crd)
+	role := &rbacv1.ClusterRole{}
+	get(t, objs, "ClusterRole", "flotilla:hub:dns-endpoint", role)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"externaldns.k8s.io"}, Resources: []string{"dnsendpoints"},
+		Verbs: []string{"list", "watch", "create", "update", "delete"}}}
+	if !slices.EqualFunc(role.Rules, want, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) &&
+			len(a.ResourceNames) == 0 && len(a.NonResourceURLs) == 0
+	}) {
+		t.Errorf("ClusterRole flotilla:hub:dns-endpoint: rules %+v, want %+v", role.Rules, want)
+	}
+	binding := &rbacv1.ClusterRoleBinding{}
+	get(t, objs, "ClusterRoleBinding", "flotilla:hub:dns-endpoint", binding)
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "ServiceAccount" ||
+		binding.Subjects[0].Name != hubDeploymentName || binding.Subjects[0].Namespace != namespace {
+		t.Errorf("ClusterRoleBinding flotilla:hub:dns-endpoint: %+v, want the role bound to %s/%s only", binding, namespace, hubDeploymentName)
+	}
+	policy := &unstructured.Unstructured{}
+	get(t, objs, "ValidatingAdmissionPolicyBinding", "flotilla-hub-dns-endpoints", policy)
 }

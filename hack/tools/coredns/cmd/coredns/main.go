@@ -1,9 +1,11 @@
 // Command coredns is CoreDNS with only the plugins Flotilla's environments
 // use (hack/local-up.sh's Corefile: bind, errors, kubernetes, loadbalance,
-// prometheus) and a few an edited Corefile commonly wants (log, health,
-// ready, cache, forward, hosts, whoami). The upstream binary also compiles
-// the cloud DNS providers' SDKs (route53, azure, clouddns), etcd and the
-// rest: most of its cold build time, none of it used here.
+// prometheus; test/externaldns's: etcd, which serves the SkyDNS records
+// ExternalDNS's CoreDNS provider writes) and a few an edited Corefile
+// commonly wants (log, health, ready, cache, forward, hosts, whoami). The
+// upstream binary also compiles the cloud DNS providers' SDKs (route53,
+// azure, clouddns) and the rest: most of its cold build time, none of it
+// used here.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/etcd"
 	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/hosts"
