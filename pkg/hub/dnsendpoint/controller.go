@@ -99,7 +99,7 @@ func hostIndexFunc(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	return keys, nil
 }
 
@@ -370,7 +370,7 @@ func (c *Controller) deleteOrphan(ctx context.Context, existing *unstructured.Un
 
 // claimants are the ingresses sharing a host with mci, mci included.
 func (c *Controller) claimants(mci *networkingv1alpha1.MultiClusterIngress) ([]*networkingv1alpha1.MultiClusterIngress, error) {
-	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	seen := map[dnstraffic.IngressRef]bool{dnstraffic.RefOf(mci): true}
 	out := []*networkingv1alpha1.MultiClusterIngress{mci}
 	for _, k := range keys {

@@ -113,7 +113,7 @@ func Endpoints(owned []string, t Traffic, ttlSeconds int64) []Endpoint {
 func OwnedHosts(mci *networkingv1alpha1.MultiClusterIngress, claimants []*networkingv1alpha1.MultiClusterIngress) []string {
 	owners := dnstraffic.Owners(claimants)
 	ref := dnstraffic.RefOf(mci)
-	keys, _ := dnstraffic.HostKeys(&mci.Spec)
+	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	owned := keys[:0:0]
 	for _, k := range keys {
 		if owners.Owns(ref, k) {
