@@ -241,6 +241,19 @@ func (c *tc) registerCluster(name string, s clusterSpec) {
 		c.t.Fatal(err)
 	}
 	c.setReady(created, metav1.ConditionTrue)
+	// Until the hub has taken off the taints of a cluster that had not
+	// reported yet, the scheduler leaves it out; a Divided workload
+	// scheduled meanwhile would never come to it (a loaded machine made
+	// TestKarmada_Rescheduling_Divided_Unjoin_Deployment fail so).
+	c.eventually("the hub takes the not-ready taints off "+name, func() (bool, error) {
+		cur, err := c.fc.ClusterV1alpha1().Clusters().Get(c.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(cur.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == clusterv1alpha1.TaintClusterNotReady || t.Key == clusterv1alpha1.TaintClusterUnreachable
+		}), nil
+	})
 }
 
 // simClusters registers n plain simulated members.
