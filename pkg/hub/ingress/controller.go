@@ -122,9 +122,9 @@ type Controller struct {
 	// backend Service.
 	templates    cache.Indexer
 	bindingIndex cache.Indexer
-	clusters  clusterlisters.ClusterLister
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
+	clusters     clusterlisters.ClusterLister
+	synced       []cache.InformerSynced
+	queue        workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the controller to factory's informers.
