@@ -108,14 +108,16 @@ func TestBackendsUnreadyLeaveDNS(t *testing.T) {
 	// Nothing has ready endpoints: fail open, both answered.
 	reportEndpoints(t, fc, works["member1"], ns, ips["member1"], 0)
 	reportEndpoints(t, fc, works["member2"], ns, ips["member2"], 0)
+	// Both were answered before too: wait for the verdict, then the answers.
+	waitUntil(t, "fail open", func() (bool, error) {
+		got, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := got.Status.Clusters
+		return len(c) == 2 && c[0].Reason == networkingv1alpha1.TrafficReasonFailOpen && c[1].Reason == networkingv1alpha1.TrafficReasonFailOpen, nil
+	})
 	waitTraffic(t, fc, ns, "web", placed, nil, []string{"10.0.1.1", "10.0.2.1"})
-	got, err = fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := got.Status.Clusters; len(c) != 2 || c[0].Reason != networkingv1alpha1.TrafficReasonFailOpen {
-		t.Fatalf("fail open expected: %+v", c)
-	}
 }
 
 // reportHealth writes what an agent writes for the Work's one workload
@@ -201,6 +203,47 @@ func TestUnhealthyWorkloadLeavesDNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	both := []string{"10.0.1.1", "10.0.2.1"}
+	waitTraffic(t, fc, "default", "web", clusters, nil, both)
+
+	// Lying agents. member2's reports no ready endpoints for the
+	// Deployment (not a Service): the count is dropped, nothing changes.
+	// member1's reports none for the rival tenant's Service on member1:
+	// only the rival's answers could change, never this ingress's.
+	waitUntil(t, "Work status written", func() (bool, error) {
+		cur, err := fc.WorkV1alpha1().Works(deployWorks["default"]["member2"].Namespace).Get(ctx, deployWorks["default"]["member2"].Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur.Status.ManifestStatuses[0].ReadyEndpoints = ptrTo(int32(0))
+		_, err = fc.WorkV1alpha1().Works(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	rivalSvc := waitWork(t, fc, "member1", "rival", workobjects.BindingName("Service", "web"), func(*unstructured.Unstructured) bool { return true })
+	reportEndpoints(t, fc, rivalSvc, "rival", "10.0.1.1", 0)
+	waitUntil(t, "the rival's count reaches its binding", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("rival").Get(ctx, workobjects.BindingName("Service", "web"), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, it := range rb.Status.AggregatedStatus {
+			if it.ClusterName == "member1" && it.ReadyEndpoints != nil && *it.ReadyEndpoints == 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	waitUntil(t, "the Deployment's binding reports its status", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, workobjects.BindingName("Deployment", "web"), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, it := range rb.Status.AggregatedStatus {
+			if it.ReadyEndpoints != nil {
+				t.Fatalf("a Deployment's binding holds ready endpoints an agent reported: %+v", it)
+			}
+		}
+		return len(rb.Status.AggregatedStatus) == 2, nil
+	})
 	waitTraffic(t, fc, "default", "web", clusters, nil, both)
 
 	// The rival tenant's Deployment, same pod labels, Unhealthy on member2.
