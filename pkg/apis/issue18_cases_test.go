@@ -24,7 +24,6 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
@@ -242,7 +241,7 @@ func TestZeroValuesRefusedAsKubectlSendsThem(t *testing.T) {
 			"should be at least 1 chars long"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
-			var client rest.Interface = cs.PolicyV1alpha1().RESTClient()
+			client := cs.PolicyV1alpha1().RESTClient()
 			if tc.resource == "multiclusteringresses" {
 				client = cs.NetworkingV1alpha1().RESTClient()
 			}
