@@ -160,27 +160,26 @@ func serviceSelectorIndexFunc(obj any) ([]string, error) {
 	return labelKeys(tmpl.Namespace, sel), nil
 }
 
-// anyPair returns one pair of a non-empty selector, the same every time
-// (the smallest key): every template the selector selects carries it.
-func anyPair(sel map[string]string) (string, string) {
-	var key string
-	first := true
-	for k := range sel {
-		if first || k < key {
-			key, first = k, false
-		}
-	}
-	return key, sel[key]
-}
-
 // SelectedWorkloadTemplates returns the workload templates of namespace
 // whose pods selector selects, from templates (indexed by podLabelIndex).
 func SelectedWorkloadTemplates(templates cache.Indexer, namespace string, selector map[string]string) []*workv1alpha1.ResourceTemplate {
 	if len(selector) == 0 {
 		return nil
 	}
-	k, v := anyPair(selector)
-	objs, _ := templates.ByIndex(podLabelIndex, labelKey(namespace, k, v))
+	// Every selected template carries every selector label: read the
+	// candidates under the rarest one (decoding each is the cost).
+	best, fewest := "", -1
+	for k, v := range selector {
+		key := labelKey(namespace, k, v)
+		keys, _ := templates.IndexKeys(podLabelIndex, key)
+		if fewest < 0 || len(keys) < fewest || len(keys) == fewest && key < best {
+			best, fewest = key, len(keys)
+		}
+	}
+	if fewest == 0 {
+		return nil
+	}
+	objs, _ := templates.ByIndex(podLabelIndex, best)
 	var out []*workv1alpha1.ResourceTemplate
 	for _, o := range objs {
 		tmpl, ok := o.(*workv1alpha1.ResourceTemplate)

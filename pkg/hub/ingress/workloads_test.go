@@ -173,3 +173,36 @@ func TestSelects(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWorkloadBindings: one ingress's lookup of the workloads behind
+// its Service among 10,000 workload templates (100 namespaces of 100, all
+// labelled app=web in their namespace but with their own name label), as
+// each sync makes it.
+func BenchmarkWorkloadBindings(b *testing.B) {
+	templates := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podLabelIndex: podLabelIndexFunc, serviceSelectorIndex: serviceSelectorIndexFunc})
+	bindings := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{workobjects.OwnerTemplateIndex: workobjects.OwnerTemplateKey})
+	var svcRB *workv1alpha1.ResourceBinding
+	for n := range 100 {
+		ns := fmt.Sprintf("ns%d", n)
+		svc := template(ns, "web-svc", serviceManifest("web", `{"app":"web","name":"w7"}`))
+		rb := boundBy(svc, "v1", "Service", "web")
+		_ = templates.Add(svc)
+		_ = bindings.Add(rb)
+		if n == 0 {
+			svcRB = rb
+		}
+		for i := range 100 {
+			name := fmt.Sprintf("w%d", i)
+			d := template(ns, name, workloadManifest("apps/v1", "Deployment", name, fmt.Sprintf(`{"app":"web","name":%q}`, name)))
+			_ = templates.Add(d)
+			_ = bindings.Add(boundBy(d, "apps/v1", "Deployment", name))
+		}
+	}
+	services := map[string][]*workv1alpha1.ResourceBinding{"web": {svcRB}}
+	b.ResetTimer()
+	for b.Loop() {
+		if got := WorkloadBindings(templates, bindings, "ns0", services); len(got["web"]) != 1 {
+			b.Fatalf("got %d workloads", len(got["web"]))
+		}
+	}
+}
