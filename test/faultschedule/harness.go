@@ -371,7 +371,10 @@ func policyFor(i int, w WorkloadSpec) *policyv1alpha1.PropagationPolicy {
 		pl.ReplicaScheduling = &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
 			ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted}
 	case VariantSpreadRegions:
-		pl.SpreadConstraints = []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldRegion, MaxGroups: 2, MinGroups: 1}}
+		// A region constraint needs a cluster one beside it (Karmada's
+		// validation, refused at apply).
+		pl.SpreadConstraints = []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldRegion, MaxGroups: 2, MinGroups: 1},
+			{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MaxGroups: 4, MinGroups: 1}}
 		pl.ReplicaScheduling = duplicated
 	case VariantAppFailoverGraceful:
 		pl.ClusterAffinity = &policyv1alpha1.ClusterAffinity{ClusterNames: w.Names}

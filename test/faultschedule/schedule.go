@@ -89,7 +89,7 @@ const (
 	VariantAggregated                         // Divided Aggregated, every cluster
 	VariantAffinities                         // clusterAffinities: primary region, then backup everything
 	VariantPinned                             // Duplicated, clusterNames: [one cluster]
-	VariantSpreadRegions                      // Duplicated with a region spread constraint (maxGroups 2)
+	VariantSpreadRegions                      // Duplicated with a region spread constraint (maxGroups 2) and a cluster one (maxGroups 4)
 	VariantAppFailoverGraceful                // Divided static weights + application failover Gracefully
 	VariantAppFailoverDirect                  // Duplicated over a list + application failover Directly
 	numVariants
