@@ -18,9 +18,10 @@ limitations under the License.
 // DNSEndpoint objects (externaldns.k8s.io/v1alpha1), so any DNS provider
 // ExternalDNS supports serves them. One DNSEndpoint per MultiClusterIngress,
 // of the same name and namespace, owned by it (ownerReference) and labelled
-// as the hub's; its endpoints are the A/AAAA sets of the hosts the ingress
-// owns (the same one-owner-per-host rule as the embedded DNS) with the
-// addresses its status records.
+// as the hub's; its endpoints are the A, AAAA and CNAME sets of the hosts
+// the ingress owns, built from dnstraffic.HostAnswers like the embedded
+// DNS server's answers (the same one-owner-per-host rule, serving
+// clusters, hostnames and TTL; weights where the provider has them).
 //
 // It fails static: DNSEndpoints carry no finalizer and nothing removes them
 // when the hub stops, and while the hub cannot see the fleet (no cluster
@@ -33,6 +34,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,10 +128,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Options tune the controller.
 type Options struct {
-	// TTL of the published records.
-	TTL      time.Duration
-	Recorder record.EventRecorder
-	Metrics  *Metrics
+	// TTL of the published records whose ingress sets none
+	// (spec.strategy.dnsTtlSeconds).
+	TTL time.Duration
+	// WeightProperty is the provider-specific property carrying a record
+	// set's weight (aws/weight); "" publishes no weights (Records).
+	WeightProperty string
+	Recorder       record.EventRecorder
+	Metrics        *Metrics
 }
 
 // Controller keeps one DNSEndpoint per MultiClusterIngress.
@@ -291,7 +297,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	want, hold := Publish(seen, published, OwnedHosts(mci, claimants), TrafficOf(mci), int64(c.opts.TTL/time.Second))
+	want, hold := Publish(seen, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published
@@ -452,8 +458,19 @@ func describe(eps []Endpoint) string {
 			s += "; "
 		}
 		s += fmt.Sprintf("%s %s %v", ep.DNSName, ep.RecordType, ep.Targets)
+		if ep.SetIdentifier != "" {
+			s += fmt.Sprintf(" (set %s, %s)", ep.SetIdentifier, describeProperties(ep.ProviderSpecific))
+		}
 	}
 	return s
+}
+
+func describeProperties(ps []ProviderSpecificProperty) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, p.Name+"="+p.Value)
+	}
+	return strings.Join(parts, ",")
 }
 
 // report records a hold starting or ending for the ingress.
