@@ -134,6 +134,12 @@ type Options struct {
 	// WeightProperty is the provider-specific property carrying a record
 	// set's weight (aws/weight); "" publishes no weights (Records).
 	WeightProperty string
+	// DecisionSettle bounds how long a decision that looks stale
+	// (StaleFailOpen) is held; 0 means 10 s. The ingress controller decides
+	// again within milliseconds of a cluster change, so one still looking
+	// stale after this is a real fail-open (workloads Unhealthy on the
+	// Ready clusters), published as the embedded DNS answers it.
+	DecisionSettle time.Duration
 	Recorder       record.EventRecorder
 	Metrics        *Metrics
 }
@@ -151,8 +157,9 @@ type Controller struct {
 	dynStart  func(<-chan struct{})
 	dynStop   func()
 
-	mu   sync.Mutex
-	held map[string]string // ingress key -> hold reason
+	mu    sync.Mutex
+	held  map[string]string    // ingress key -> hold reason
+	stale map[string]time.Time // ingress key -> since when its decision looks stale
 }
 
 // NewController wires the controller to factory's MultiClusterIngress and
@@ -170,7 +177,7 @@ func NewController(client dynamic.Interface, factory flotillainformers.SharedInf
 	c := &Controller{opts: opts, client: client,
 		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), clusters: clusters.Lister(), endpoints: endpoints.Lister(),
 		synced:   []cache.InformerSynced{ingresses.Informer().HasSynced, clusters.Informer().HasSynced, endpoints.Informer().HasSynced},
-		dynStart: dynFactory.Start, dynStop: dynFactory.Shutdown, held: map[string]string{},
+		dynStart: dynFactory.Start, dynStop: dynFactory.Shutdown, held: map[string]string{}, stale: map[string]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dns-endpoint"}),
 	}
@@ -253,6 +260,58 @@ func (c *Controller) fleetSeen() (bool, error) {
 	return s.Total > 0 && s.Mode != clustertaint.GuardFullDisruption, nil
 }
 
+// blind is why the hub cannot trust mci's recorded decision now ("" when
+// it can): it sees no cluster Ready (HoldFleetUnseen), or the decision
+// failed open before a cluster came back and has not been made again
+// (HoldDecisionStale, for at most Options.DecisionSettle; the key is
+// requeued).
+func (c *Controller) blind(key string, mci *networkingv1alpha1.MultiClusterIngress) (string, error) {
+	seen, err := c.fleetSeen()
+	if err != nil {
+		return "", err
+	}
+	if !seen {
+		c.staleSince(key, false)
+		return HoldFleetUnseen, nil
+	}
+	if !StaleFailOpen(&mci.Status, c.ready) {
+		c.staleSince(key, false)
+		return "", nil
+	}
+	settle := c.opts.DecisionSettle
+	if settle <= 0 {
+		settle = 10 * time.Second
+	}
+	if wait := settle - time.Since(c.staleSince(key, true)); wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return HoldDecisionStale, nil
+	}
+	return "", nil
+}
+
+// ready says whether the cluster cache shows cluster Ready.
+func (c *Controller) ready(cluster string) bool {
+	cl, err := c.clusters.Get(cluster)
+	return err == nil && readyStatus(cl) == metav1.ConditionTrue
+}
+
+// staleSince records whether key's decision looks stale and returns since
+// when it has (zero when it does not).
+func (c *Controller) staleSince(key string, stale bool) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !stale {
+		delete(c.stale, key)
+		return time.Time{}
+	}
+	since, ok := c.stale[key]
+	if !ok {
+		since = time.Now()
+		c.stale[key] = since
+	}
+	return since
+}
+
 // Run works until ctx is done. The MultiClusterIngress informer is started
 // by its factory; the DNSEndpoint informer here.
 func (c *Controller) Run(ctx context.Context, workers int) {
@@ -278,6 +337,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	mci, err := c.ingresses.MultiClusterIngresses(namespace).Get(name)
 	if apierrors.IsNotFound(err) || err == nil && mci.DeletionTimestamp != nil {
 		c.setHeld(key, "")
+		c.staleSince(key, false)
 		return c.deleteOrphan(ctx, existing)
 	}
 	if err != nil {
@@ -293,11 +353,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		klog.FromContext(ctx).Info("DNSEndpoint spec unreadable, rewriting it", "dnsEndpoint", key, "err", err)
 		published = nil
 	}
-	seen, err := c.fleetSeen()
+	blind, err := c.blind(key, mci)
 	if err != nil {
 		return err
 	}
-	want, hold := Publish(seen, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
+	want, hold := Publish(blind, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published

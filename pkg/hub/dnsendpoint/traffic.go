@@ -241,22 +241,56 @@ const (
 	// them, yet no address is known: the hub cannot see the load balancers
 	// (agents not reporting), not a reason to take the host off the air.
 	HoldAddressesUnseen = "AddressesUnseen"
+	// HoldDecisionStale: the recorded decision failed open, yet the
+	// cluster cache shows a backend cluster that would now be served on
+	// its own (StaleFailOpen): the decision was made while the hub could
+	// not see it (the fleet just came back) and the ingress controller has
+	// not decided again yet. Publishing it would publish the blind
+	// period's guess.
+	HoldDecisionStale = "DecisionStale"
 )
+
+// StaleFailOpen says whether status records a fail-open decision (no
+// backend cluster was healthy, so every unblocked one was served) that the
+// clusters' Ready now contradicts: some unblocked backend cluster is Ready
+// (ready says so, from the cluster cache) and not known to have no ready
+// endpoints, so a fresh decision would serve it as healthy or unconfirmed
+// rather than fail open. A cluster Ready with 0 ready endpoints does not
+// contradict it: the fresh decision would fail open the same way. (A
+// cluster Ready whose workloads are Unhealthy looks the same as a stale
+// one in the status; the controller bounds the hold for that case.)
+func StaleFailOpen(status *networkingv1alpha1.MultiClusterIngressStatus, ready func(cluster string) bool) bool {
+	if !slices.ContainsFunc(status.Clusters, func(c networkingv1alpha1.ClusterTraffic) bool {
+		return c.Reason == networkingv1alpha1.TrafficReasonFailOpen
+	}) {
+		return false
+	}
+	for _, c := range status.Clusters {
+		switch {
+		case c.Reason == networkingv1alpha1.TrafficReasonBlocked, c.Reason == networkingv1alpha1.TrafficReasonClusterNotFound:
+		case c.ReadyEndpoints != nil && *c.ReadyEndpoints <= 0:
+		case ready(c.Name):
+			return true
+		}
+	}
+	return false
+}
 
 // Publish decides the endpoints of an ingress's DNSEndpoint: desired
 // (Endpoints of the hosts it owns), or, when the hub cannot see enough to
 // decide, the published ones kept (fail static) with the hold reason.
-// fleetSeen: some cluster has reported and one is Ready. published is what
-// the DNSEndpoint holds now (nil: none). The hub never replaces published
+// blind is the controller's reason not to trust the decision
+// (HoldFleetUnseen: no cluster has reported or none is Ready;
+// HoldDecisionStale), "" when it can. published is what the DNSEndpoint
+// holds now (nil: none). The hub never replaces published
 // records with none because it cannot see: only a block or a placement
 // without backends empties a host. Even a hold drops hosts the ingress no
 // longer owns: ownership comes from the ingresses' specs, which the hub
 // always sees, and a tenant's records must never outlive its claim.
-func Publish(fleetSeen bool, published []Endpoint, t Traffic, r Records) ([]Endpoint, string) {
-	hold := ""
+func Publish(blind string, published []Endpoint, t Traffic, r Records) ([]Endpoint, string) {
+	hold := blind
 	switch {
-	case !fleetSeen:
-		hold = HoldFleetUnseen
+	case hold != "":
 	case !t.answered() && t.Placed && !t.Blocked && len(published) > 0:
 		hold = HoldAddressesUnseen
 	}

@@ -266,25 +266,27 @@ func TestPublish(t *testing.T) {
 	foreign := append(slices.Clone(published), Endpoint{DNSName: "lost.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A"})
 	for _, tc := range []struct {
 		name      string
-		fleetSeen bool
+		blind     string
 		published []Endpoint
 		traffic   Traffic
 		want      []Endpoint
 		hold      string
 	}{
-		{name: "a failover is published", fleetSeen: true, published: published, traffic: seen, want: Endpoints(seen.Hosts, r)},
-		{name: "first publication", fleetSeen: true, traffic: seen, want: Endpoints(seen.Hosts, r)},
-		{name: "fleet unseen keeps the published records", published: published, traffic: seen, want: published, hold: HoldFleetUnseen},
-		{name: "fleet unseen publishes nothing new", traffic: seen, want: []Endpoint{}, hold: HoldFleetUnseen},
-		{name: "fleet unseen still drops a host no longer owned", published: foreign, traffic: seen, want: published, hold: HoldFleetUnseen},
-		{name: "placed, unblocked, no address: kept", fleetSeen: true, published: published, traffic: traffic(false, true),
+		{name: "a failover is published", published: published, traffic: seen, want: Endpoints(seen.Hosts, r)},
+		{name: "first publication", traffic: seen, want: Endpoints(seen.Hosts, r)},
+		{name: "fleet unseen keeps the published records", blind: HoldFleetUnseen, published: published, traffic: seen, want: published, hold: HoldFleetUnseen},
+		{name: "fleet unseen publishes nothing new", blind: HoldFleetUnseen, traffic: seen, want: []Endpoint{}, hold: HoldFleetUnseen},
+		{name: "fleet unseen still drops a host no longer owned", blind: HoldFleetUnseen, published: foreign, traffic: seen, want: published, hold: HoldFleetUnseen},
+		{name: "placed, unblocked, no address: kept", published: published, traffic: traffic(false, true),
 			want: published, hold: HoldAddressesUnseen},
-		{name: "every cluster blocked: the block holds", fleetSeen: true, published: published, traffic: traffic(true, true)},
-		{name: "backends placed nowhere: the records go", fleetSeen: true, published: published, traffic: traffic(false, false)},
-		{name: "placed, no address, nothing published: nothing", fleetSeen: true, traffic: traffic(false, true)},
+		{name: "a stale fail-open decision keeps the published records", blind: HoldDecisionStale, published: published,
+			traffic: traffic(false, true, "10.0.0.1", "10.0.0.2"), want: published, hold: HoldDecisionStale},
+		{name: "every cluster blocked: the block holds", published: published, traffic: traffic(true, true)},
+		{name: "backends placed nowhere: the records go", published: published, traffic: traffic(false, false)},
+		{name: "placed, no address, nothing published: nothing", traffic: traffic(false, true)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, hold := Publish(tc.fleetSeen, tc.published, tc.traffic, r)
+			got, hold := Publish(tc.blind, tc.published, tc.traffic, r)
 			if hold != tc.hold {
 				t.Errorf("hold %q, want %q", hold, tc.hold)
 			}
@@ -305,8 +307,8 @@ func seed() int64 {
 }
 
 // TestPublishInvariants: over random inputs, (1) nothing is published for
-// a host the ingress does not own, (2) while the fleet is unseen the
-// output is a subset of what was published, (3) published records are
+// a host the ingress does not own, (2) while the hub is blind (fleet
+// unseen, stale decision) the output is a subset of what was published, (3) published records are
 // replaced with none only by a block, a placement without backends or the
 // loss of the hosts. FLOTILLA_DNSENDPOINT_SEED=<n> replays a run.
 func TestPublishInvariants(t *testing.T) {
@@ -341,18 +343,18 @@ func TestPublishInvariants(t *testing.T) {
 		published := Endpoints(traffic(pick(hosts)).Hosts, rec)
 		tr := traffic(pick(hosts))
 		owned := tr.owned()
-		fleetSeen := r.IntN(2) == 0
-		got, hold := Publish(fleetSeen, published, tr, rec)
+		blind := []string{"", HoldFleetUnseen, HoldDecisionStale}[r.IntN(3)]
+		got, hold := Publish(blind, published, tr, rec)
 		fail := func(msg string) {
 			t.Fatalf("seed %d (replay: FLOTILLA_DNSENDPOINT_SEED=%d go test ./pkg/hub/dnsendpoint -run TestPublishInvariants), case %d: %s\n"+
-				"fleetSeen=%v owned=%v traffic=%+v published=%+v -> %+v (hold %q)", seed, seed, i, msg, fleetSeen, owned, tr, published, got, hold)
+				"blind=%q owned=%v traffic=%+v published=%+v -> %+v (hold %q)", seed, seed, i, msg, blind, owned, tr, published, got, hold)
 		}
 		for _, ep := range got {
 			if !slices.Contains(owned, ep.DNSName+".") {
 				fail(fmt.Sprintf("published %s, which the ingress does not own", ep.DNSName))
 			}
-			if !fleetSeen && !slices.ContainsFunc(published, func(p Endpoint) bool { return cmp.Equal(p, ep) }) {
-				fail(fmt.Sprintf("fleet unseen but %s %s is new", ep.DNSName, ep.RecordType))
+			if blind != "" && !slices.ContainsFunc(published, func(p Endpoint) bool { return cmp.Equal(p, ep) }) {
+				fail(fmt.Sprintf("blind (%s) but %s %s is new", blind, ep.DNSName, ep.RecordType))
 			}
 			if len(ep.Targets) == 0 || ep.RecordType == RecordTypeCNAME && len(ep.Targets) != 1 {
 				fail(fmt.Sprintf("%s %s has %d targets", ep.DNSName, ep.RecordType, len(ep.Targets)))
@@ -362,5 +364,46 @@ func TestPublishInvariants(t *testing.T) {
 		if ownedPublished && len(got) == 0 && !tr.Blocked && tr.Placed {
 			fail("published records blanked though nothing blocks the backends and they are placed")
 		}
+	}
+}
+
+// A fail-open decision recorded while the hub saw no cluster Ready is
+// stale once a backend cluster is Ready again and not known to have no
+// ready endpoints; the same decision with the clusters still not Ready,
+// or Ready without ready endpoints, is what a fresh decision would say.
+func TestStaleFailOpen(t *testing.T) {
+	ct := func(name, reason string, serving bool, ready *int32) networkingv1alpha1.ClusterTraffic {
+		return networkingv1alpha1.ClusterTraffic{Name: name, Reason: reason, Serving: serving, ReadyEndpoints: ready}
+	}
+	five, zero := ptrTo[int32](5), ptrTo[int32](0)
+	failOpen := []networkingv1alpha1.ClusterTraffic{
+		ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, five),
+		ct("m2", networkingv1alpha1.TrafficReasonFailOpen, true, zero),
+		ct("m3", networkingv1alpha1.TrafficReasonBlocked, false, five),
+	}
+	for _, tc := range []struct {
+		name     string
+		clusters []networkingv1alpha1.ClusterTraffic
+		ready    []string
+		want     bool
+	}{
+		{name: "fail-open, nothing Ready: what a fresh decision says", clusters: failOpen},
+		{name: "fail-open, a cluster with ready endpoints Ready again: stale", clusters: failOpen, ready: []string{"m1"}, want: true},
+		{name: "fail-open, the Ready cluster has no ready endpoints: a fresh decision fails open too", clusters: failOpen, ready: []string{"m2"}},
+		{name: "fail-open, only a blocked cluster Ready: blocked stays out", clusters: failOpen, ready: []string{"m3"}},
+		{name: "fail-open with endpoints never counted, Ready again: stale (it would be unconfirmed)",
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, nil)}, ready: []string{"m1"}, want: true},
+		{name: "failover standby behind a fail-open primary, Ready again: stale",
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, five), ct("m2", networkingv1alpha1.TrafficReasonStandby, false, five)},
+			ready:    []string{"m2"}, want: true},
+		{name: "not fail-open: never stale", ready: []string{"m1", "m2"},
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonHealthy, true, five), ct("m2", networkingv1alpha1.TrafficReasonClusterNotReady, false, five)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status := &networkingv1alpha1.MultiClusterIngressStatus{Clusters: tc.clusters}
+			if got := StaleFailOpen(status, func(c string) bool { return slices.Contains(tc.ready, c) }); got != tc.want {
+				t.Fatalf("StaleFailOpen = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
