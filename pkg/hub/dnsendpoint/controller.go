@@ -26,8 +26,9 @@ limitations under the License.
 // It fails static: DNSEndpoints carry no finalizer and nothing removes them
 // when the hub stops, and while the hub cannot see the fleet (no cluster
 // has reported, or none is Ready: the fleet guard's FullDisruption) or
-// cannot see an ingress's addresses, the published records are kept, not
-// blanked or replaced by a fail-open guess.
+// cannot see an ingress's addresses, or reads a fail-open decision made
+// before a cluster came back (StaleFailOpen), the published records are
+// kept, not blanked or replaced by a fail-open guess.
 package dnsendpoint
 
 import (
