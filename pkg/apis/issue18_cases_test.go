@@ -214,25 +214,43 @@ spec:
 }
 
 // TestZeroValuesRefusedAsKubectlSendsThem: a typed Go client drops a zero
-// int32 (omitempty) and the default applies, but kubectl sends the 0 the
-// user wrote: the apiserver must refuse it with the field named.
+// int32 or an empty string (omitempty) and the default applies, but
+// kubectl sends the 0 or "" the user wrote: the apiserver must refuse it
+// with the field named.
 func TestZeroValuesRefusedAsKubectlSendsThem(t *testing.T) {
 	env := testenv.Start(t)
 	cs := versioned.NewForConfigOrDie(env.Config)
-	for _, tc := range []struct{ field, body string }{
-		{"spec.failover.failback.stabilizationWindowSeconds", `{"failover":{"failback":{"stabilizationWindowSeconds":0}}}`},
-		{"spec.failover.failback.maxConcurrent", `{"failover":{"failback":{"maxConcurrent":0}}}`},
+	policy := func(spec string) string {
+		return `{"apiVersion":"policy.flotilla.io/v1alpha1","kind":"PropagationPolicy","metadata":{"name":"zero","namespace":"default"},` +
+			`"spec":{"resourceSelectors":[{"apiVersion":"apps/v1","kind":"Deployment"}],` + spec + `}}`
+	}
+	ingress := func(strategy string) string {
+		return `{"apiVersion":"networking.flotilla.io/v1alpha1","kind":"MultiClusterIngress","metadata":{"name":"zero","namespace":"default"},` +
+			`"spec":{"rules":[{"host":"zero.example.com"}],"strategy":` + strategy + `}}`
+	}
+	for _, tc := range []struct {
+		field, resource, body, want string
+	}{
+		{"spec.failover.failback.stabilizationWindowSeconds", "propagationpolicies", policy(`"failover":{"failback":{"stabilizationWindowSeconds":0}}`),
+			"should be greater than or equal to 1"},
+		{"spec.failover.failback.maxConcurrent", "propagationpolicies", policy(`"failover":{"failback":{"maxConcurrent":0}}`),
+			"should be greater than or equal to 1"},
+		{"spec.strategy.dnsTtlSeconds", "multiclusteringresses", ingress(`{"type":"roundRobin","dnsTtlSeconds":0}`),
+			"should be greater than or equal to 1"},
+		{"spec.strategy.primaryGeoTag", "multiclusteringresses", ingress(`{"type":"failover","primaryGeoTag":""}`),
+			"should be at least 1 chars long"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
-			spec := strings.TrimSuffix(strings.TrimPrefix(tc.body, "{"), "}")
-			body := `{"apiVersion":"policy.flotilla.io/v1alpha1","kind":"PropagationPolicy","metadata":{"name":"zero","namespace":"default"},` +
-				`"spec":{"resourceSelectors":[{"apiVersion":"apps/v1","kind":"Deployment"}],` + spec + `}}`
-			err := cs.PolicyV1alpha1().RESTClient().Post().Namespace("default").Resource("propagationpolicies").
-				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(t.Context()).Error()
+			client := cs.PolicyV1alpha1().RESTClient()
+			if tc.resource == "multiclusteringresses" {
+				client = cs.NetworkingV1alpha1().RESTClient()
+			}
+			err := client.Post().Namespace("default").Resource(tc.resource).
+				SetHeader("Content-Type", "application/json").Body([]byte(tc.body)).Do(t.Context()).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("want an Invalid error, got %v", err)
 			}
-			for _, want := range []string{tc.field, "should be greater than or equal to 1"} {
+			for _, want := range []string{tc.field, tc.want} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error does not mention %q: %v", want, err)
 				}

@@ -141,6 +141,7 @@ func convertKarmada(s sourced, opts Options, res *Result) (*unstructured.Unstruc
 		res.Unsupported = append(res.Unsupported, Finding{Object: desc, Path: p.path, Message: p.message, Source: s.src})
 	}
 	rewriteKarmadaKeys(obj.Object, desc, res)
+	noteKarmadaDifferences(obj.Object, target.gvk.Kind, desc, s.src, res)
 	return obj, nil
 }
 

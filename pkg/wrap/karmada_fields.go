@@ -77,8 +77,8 @@ func prepareKarmadaPolicy(obj map[string]any, desc, src string, res *Result) {
 			if policyv1alpha1.NormalizePurgeMode(policyv1alpha1.PurgeMode(mode)) != policyv1alpha1.PurgeModeDirectly {
 				// A behaviour change worth saying: the same YAML carries
 				// state in Flotilla where Karmada carried none.
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: %s.statePreservation: Karmada injects the state only with purgeMode Directly "+
-					"and one target cluster; Flotilla carries it with any purge mode and to every new cluster (%s)", desc, path, src))
+				differs(res, desc, path+".statePreservation", src, "Karmada injects the state only with purgeMode Directly "+
+					"and one target cluster; Flotilla carries it with any purge mode and to every new cluster")
 			}
 		}
 		if which != "application" {
@@ -105,17 +105,17 @@ func preemptionNotes(spec map[string]any, desc, src string, res *Result) {
 	if p, _ := spec["preemption"].(string); p != string(policyv1alpha1.PreemptAlways) {
 		return
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.preemption: Always takes effect in Flotilla, where Karmada honours it only with "+
+	differs(res, desc, "spec.preemption", src, "Always takes effect in Flotilla, where Karmada honours it only with "+
 		"karmada-controller-manager's feature gate PropagationPolicyPreemption (alpha, off by default): if yours ran without the gate, "+
-		"this policy will take the templates it names from the policies that claimed them, and move them (gracefully) (%s)", desc, src))
+		"this policy will take the templates it names from the policies that claimed them, and move them (gracefully)")
 	selectors, _ := spec["resourceSelectors"].([]any)
 	for _, sel := range selectors {
 		if m, _ := sel.(map[string]any); m["name"] != nil && m["name"] != "" {
 			return
 		}
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: spec.preemption: Always preempts nothing: no resourceSelector names an object, "+
-		"and preemption takes only templates a selector names (as in Karmada) (%s)", desc, src))
+	differs(res, desc, "spec.preemption", src, "Always preempts nothing: no resourceSelector names an object, "+
+		"and preemption takes only templates a selector names (as in Karmada)")
 }
 
 // onlyUnhealthy says whether a proposal-style healthyState is exactly

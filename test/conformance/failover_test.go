@@ -115,7 +115,8 @@ func TestKarmada_ClusterFailover_NilFailoverBehavior(t *testing.T) {
 }
 
 // clusterFailoverCase is Karmada's cluster failover with a taint of its
-// own ("fail-test", NoExecute) tolerated for 3 s, and failover.cluster.
+// own ("fail-test", NoExecute, added by hand without timeAdded) tolerated
+// for 3 s, and failover.cluster.
 func clusterFailoverCase(t *testing.T, failover *policyv1alpha1.ClusterFailoverBehavior) (c *tc, binding, from, to string) {
 	c = newCase(t)
 	members := c.simClusters(3)
@@ -127,9 +128,12 @@ func clusterFailoverCase(t *testing.T, failover *policyv1alpha1.ClusterFailoverB
 	binding = c.template(deployment("nginx", 3))
 	from = c.scheduledOn(binding)
 	c.waitPresent(binding, []string{from}, nil)
+	// Written as Karmada's test writes it, without timeAdded: the hub
+	// stamps it, and the toleration counts from then.
 	taint := corev1.Taint{Key: "fail-test", Effect: corev1.TaintEffectNoExecute}
 	c.addTaint(from, taint)
 	to = c.waitMovedOff(binding, from)
+	c.waitTaintStamped(from, taint)
 	return c, binding, from, to
 }
 

@@ -148,15 +148,17 @@ func (r *rebalancerCase) run(back func()) {
 }
 
 // skewAndRun is steps 1–3 of the weighted cases: both members, then the
-// first one tainted (tolerated 0 s) so that everything moves to the
-// second, the eviction done, the taint removed; the rebalancer then
-// brings the Deployment back onto both.
+// first one tainted by hand, without timeAdded as Karmada's test does
+// (tolerated 0 s), so that everything moves to the second, the eviction
+// done, the taint removed; the rebalancer then brings the Deployment back
+// onto both.
 func (r *rebalancerCase) skewAndRun() {
 	r.t.Helper()
 	r.waitPlacedOn(r.deployBinding, r.members...)
 	r.waitClusterPresent(r.roleBinding, r.members, nil)
 	r.addTaint(r.members[0], r.taint)
 	r.waitPlacedOn(r.deployBinding, r.members[1])
+	r.waitTaintStamped(r.members[0], r.taint)
 	r.eventually("graceful eviction tasks done", func() (bool, error) {
 		rb := r.binding(r.deployBinding)
 		return rb != nil && len(rb.Spec.GracefulEvictionTasks) == 0, nil

@@ -827,14 +827,22 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	if len(w.Status.ManifestStatuses) > 0 {
 		ms := w.Status.ManifestStatuses[0]
 		item.Status = statuslimits.Status(ms.Status, share)
-		if n := ms.ReadyEndpoints; n != nil && *n >= 0 && *n <= statuslimits.MaxReadyEndpoints {
-			item.ReadyEndpoints = ptr.To(*n) // a live count: meaningful whatever generation it was reported for
+		// Ready endpoints are a Service's: a count reported for any other
+		// kind is an agent's mistake or lie, and is dropped. A live count,
+		// meaningful whatever generation it was reported for.
+		if n := ms.ReadyEndpoints; n != nil && *n >= 0 && *n <= statuslimits.MaxReadyEndpoints && isService(binding.Spec.Resource) {
+			item.ReadyEndpoints = ptr.To(*n)
 		}
 		if ms.Health != "" && item.ObservedGeneration == binding.Generation {
 			item.Health = ms.Health
 		}
 	}
 	return item
+}
+
+// isService says whether ref is a core Service.
+func isService(ref workv1alpha1.ObjectReference) bool {
+	return ref.APIVersion == "v1" && ref.Kind == "Service"
 }
 
 func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.AggregatedStatusItem, overrideErrs map[string]error) metav1.Condition {

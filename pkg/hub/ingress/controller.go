@@ -24,6 +24,7 @@ limitations under the License.
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -53,6 +54,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
 // Event reasons on a MultiClusterIngress.
@@ -83,6 +85,24 @@ func hostIndexFunc(obj any) ([]string, error) {
 	return keys, nil
 }
 
+// backendIndex indexes MultiClusterIngresses by "namespace/service" of each
+// backend Service, so a binding or template event queues exactly the
+// ingresses it concerns.
+const backendIndex = "flotilla.io/multicluster-ingress-backend"
+
+func backendIndexFunc(obj any) ([]string, error) {
+	mci, ok := obj.(*networkingv1alpha1.MultiClusterIngress)
+	if !ok {
+		return nil, nil
+	}
+	names := BackendServices(&mci.Spec.IngressSpec)
+	keys := make([]string, 0, len(names))
+	for _, n := range names {
+		keys = append(keys, mci.Namespace+"/"+n)
+	}
+	return keys, nil
+}
+
 // Options tune the controller.
 type Options struct {
 	Clock    clock.Clock
@@ -97,9 +117,14 @@ type Controller struct {
 	ingresses networkinglisters.MultiClusterIngressLister
 	byHost    cache.Indexer
 	bindings  worklisters.ResourceBindingLister
-	clusters  clusterlisters.ClusterLister
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
+	// templates (indexed by pod labels and Service selectors) and
+	// bindingIndex (by controlling template) find the workloads behind a
+	// backend Service.
+	templates    cache.Indexer
+	bindingIndex cache.Indexer
+	clusters     clusterlisters.ClusterLister
+	synced       []cache.InformerSynced
+	queue        workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the controller to factory's informers.
@@ -110,12 +135,17 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	ingresses := factory.Networking().V1alpha1().MultiClusterIngresses()
 	bindings := factory.Work().V1alpha1().ResourceBindings()
 	clusters := factory.Cluster().V1alpha1().Clusters()
+	templates := factory.Work().V1alpha1().ResourceTemplates()
 	// Before the factory starts; the only error is a second registration
-	// of the index, which NewController never does.
-	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc}))
+	// of an index, which NewController never does.
+	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc, backendIndex: backendIndexFunc}))
+	utilruntime.Must(templates.Informer().AddIndexers(cache.Indexers{podLabelIndex: podLabelIndexFunc, serviceSelectorIndex: serviceSelectorIndexFunc}))
+	workobjects.AddOwnerTemplateIndex(bindings.Informer())
 	c := &Controller{opts: opts, client: client,
 		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), bindings: bindings.Lister(), clusters: clusters.Lister(),
-		synced: []cache.InformerSynced{ingresses.Informer().HasSynced, bindings.Informer().HasSynced, clusters.Informer().HasSynced},
+		templates: templates.Informer().GetIndexer(), bindingIndex: bindings.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{ingresses.Informer().HasSynced, bindings.Informer().HasSynced, clusters.Informer().HasSynced,
+			templates.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "multicluster-ingress"}),
 	}
@@ -149,7 +179,40 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		}
 	}
 	_, _ = bindings.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onBinding, UpdateFunc: func(_, n any) { onBinding(n) }, DeleteFunc: onBinding,
+		AddFunc: onBinding,
+		UpdateFunc: func(o, n any) {
+			// A workload's binding changes often (every status report);
+			// the traffic reads only its placement and health.
+			if ob, ok := o.(*workv1alpha1.ResourceBinding); ok {
+				if nb, ok := n.(*workv1alpha1.ResourceBinding); ok && isWorkload(nb.Spec.Resource.APIVersion, nb.Spec.Resource.Kind) &&
+					sameWorkloadHealth(ob, nb) {
+					return
+				}
+			}
+			onBinding(n)
+		},
+		DeleteFunc: onBinding,
+	})
+	onTemplate := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if tmpl, ok := obj.(*workv1alpha1.ResourceTemplate); ok {
+			c.enqueueForTemplate(tmpl)
+		}
+	}
+	_, _ = templates.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onTemplate,
+		UpdateFunc: func(o, n any) {
+			ot, ok1 := o.(*workv1alpha1.ResourceTemplate)
+			nt, ok2 := n.(*workv1alpha1.ResourceTemplate)
+			if ok1 && ok2 && bytes.Equal(ot.Spec.Manifest.Raw, nt.Spec.Manifest.Raw) {
+				return // a status write: selectors and labels are as they were
+			}
+			onTemplate(o) // what the old labels or selector selected
+			onTemplate(n)
+		},
+		DeleteFunc: onTemplate,
 	})
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.enqueueAll() },
@@ -233,18 +296,57 @@ func (c *Controller) enqueueAll() {
 }
 
 // enqueueFor queues the ingresses of rb's namespace that rb's Service
-// backs, or whose member Ingress it binds.
+// backs, whose member Ingress it binds, or whose backend Services select
+// the pods of the workload it binds.
 func (c *Controller) enqueueFor(rb *workv1alpha1.ResourceBinding) {
-	kind, name := boundKind(rb)
-	if kind == "" {
-		return
-	}
-	list, _ := c.ingresses.MultiClusterIngresses(rb.Namespace).List(labels.Everything())
-	for _, mci := range list {
-		if kind == kindService && slices.Contains(BackendServices(&mci.Spec.IngressSpec), name) || kind == kindIngress && mci.Name == name {
-			c.enqueue(mci)
+	switch kind, name := boundKind(rb); {
+	case kind == kindService:
+		c.enqueueBackedBy(rb.Namespace, name)
+	case kind == kindIngress:
+		c.queue.Add(rb.Namespace + "/" + name)
+	case isWorkload(rb.Spec.Resource.APIVersion, rb.Spec.Resource.Kind):
+		if tmpl := controllingTemplate(c.templates, rb); tmpl != nil {
+			c.enqueueForTemplate(tmpl)
 		}
 	}
+}
+
+// enqueueForTemplate queues the ingresses a Service template backs, or
+// whose backend Services select a workload template's pods.
+func (c *Controller) enqueueForTemplate(tmpl *workv1alpha1.ResourceTemplate) {
+	if name, _, ok := ServiceSelector(tmpl); name != "" || ok {
+		c.enqueueBackedBy(tmpl.Namespace, name)
+		return
+	}
+	if labels, ok := PodTemplateLabels(tmpl); ok {
+		for _, svc := range SelectingServices(c.templates, tmpl.Namespace, labels) {
+			c.enqueueBackedBy(tmpl.Namespace, svc)
+		}
+	}
+}
+
+// enqueueBackedBy queues the ingresses of namespace with backend Service svc.
+func (c *Controller) enqueueBackedBy(namespace, svc string) {
+	objs, _ := c.byHost.ByIndex(backendIndex, namespace+"/"+svc)
+	for _, o := range objs {
+		c.enqueue(o)
+	}
+}
+
+// sameWorkloadHealth says whether a workload binding's update leaves what
+// the traffic reads of it as it was: its clusters and its health on each.
+func sameWorkloadHealth(o, n *workv1alpha1.ResourceBinding) bool {
+	if (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || !slices.EqualFunc(o.Spec.Clusters, n.Spec.Clusters,
+		func(a, b workv1alpha1.TargetCluster) bool { return a.Name == b.Name }) || len(o.Status.AggregatedStatus) != len(n.Status.AggregatedStatus) {
+		return false
+	}
+	for i := range o.Status.AggregatedStatus {
+		a, b := &o.Status.AggregatedStatus[i], &n.Status.AggregatedStatus[i]
+		if a.ClusterName != b.ClusterName || a.Health != b.Health {
+			return false
+		}
+	}
+	return true
 }
 
 const (
@@ -336,6 +438,7 @@ func (c *Controller) inputs(mci *networkingv1alpha1.MultiClusterIngress) (Inputs
 			in.Ingresses = append(in.Ingresses, rb)
 		}
 	}
+	in.Workloads = WorkloadBindings(c.templates, c.bindingIndex, mci.Namespace, in.Services)
 	clusters, err := c.clusters.List(labels.Everything())
 	if err != nil {
 		return in, err

@@ -9,7 +9,6 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
 
@@ -141,9 +140,9 @@ func TestDecideFailoverOrder(t *testing.T) {
 		return withEndpoints(binding(map[string]string{"a1": lb("10.0.1.1"), "a2": lb("10.0.1.2"), "b1": lb("10.0.2.1"), "c1": lb("10.0.3.1")}), counts)
 	}
 	s := spec("web")
-	s.Strategy = &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, FailoverOrder: []policyv1alpha1.ClusterAffinityTerm{
-		{AffinityName: "a", ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"a1", "a2"}}},
-		{AffinityName: "b", ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"b1", "a1"}}}, // a1 is in "a" already
+	s.Strategy = &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, FailoverOrder: []networkingv1alpha1.FailoverGroup{
+		{AffinityName: "a", ClusterNames: []string{"a1", "a2"}},
+		{AffinityName: "b", ClusterNames: []string{"b1", "a1"}}, // a1 is in "a" already
 	}}
 	clusters := readyClusters("a1", "a2", "b1", "c1")
 	steps := []struct {
@@ -218,5 +217,40 @@ func TestDecideHostnameAndIPv6(t *testing.T) {
 	}
 	if got := d.Status.Clusters[1].Addresses; len(got) != 1 || got[0].IP != "2001:db8::5" {
 		t.Fatalf("v6 addresses %v", got)
+	}
+}
+
+// TestDecideFailoverSelectors: failover groups select by labels, by
+// fields and with exclude, as a policy's ClusterAffinityTerm does; a label
+// selector that does not parse (only possible for an object stored before
+// validation) selects nothing rather than everything.
+func TestDecideFailoverSelectors(t *testing.T) {
+	clusters := readyClusters("eu1", "eu2", "us1", "ap1")
+	clusters["eu1"].Labels, clusters["eu2"].Labels = map[string]string{"tier": "gold"}, map[string]string{"tier": "gold"}
+	clusters["us1"].Spec.Region, clusters["ap1"].Spec.Region = "us", "ap"
+	rb := withEndpoints(binding(map[string]string{"eu1": lb("10.0.1.1"), "eu2": lb("10.0.1.2"), "us1": lb("10.0.2.1"), "ap1": lb("10.0.3.1")}),
+		map[string]int32{"eu1": 1, "eu2": 1, "us1": 1, "ap1": 1})
+	in := Inputs{Services: map[string][]*workv1alpha1.ResourceBinding{"web": {rb}}, Clusters: clusters}
+	for _, tc := range []struct {
+		name    string
+		groups  []networkingv1alpha1.FailoverGroup
+		serving []string
+	}{
+		{"labels, exclude", []networkingv1alpha1.FailoverGroup{{AffinityName: "gold",
+			LabelSelector:   &networkingv1alpha1.ClusterLabelSelector{MatchExpressions: []networkingv1alpha1.ClusterLabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"gold"}}}},
+			ExcludeClusters: []string{"eu2"}}}, []string{"eu1"}},
+		{"match labels", []networkingv1alpha1.FailoverGroup{{AffinityName: "gold", LabelSelector: &networkingv1alpha1.ClusterLabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}},
+			[]string{"eu1", "eu2"}},
+		{"fields", []networkingv1alpha1.FailoverGroup{{AffinityName: "us", FieldSelector: &networkingv1alpha1.ClusterFieldSelector{
+			MatchExpressions: []networkingv1alpha1.ClusterFieldSelectorRequirement{{Key: "region", Operator: "In", Values: []string{"us"}}}}}}, []string{"us1"}},
+		{"invalid selector selects nothing: the implicit last group serves", []networkingv1alpha1.FailoverGroup{{AffinityName: "bad",
+			LabelSelector: &networkingv1alpha1.ClusterLabelSelector{MatchExpressions: []networkingv1alpha1.ClusterLabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}},
+			[]string{"ap1", "eu1", "eu2", "us1"}},
+	} {
+		s := spec("web")
+		s.Strategy = &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, FailoverOrder: tc.groups}
+		if d := Decide(s, in); !slices.Equal(d.Serving, tc.serving) {
+			t.Errorf("%s: serving %v, want %v (%v)", tc.name, d.Serving, tc.serving, reasons(d))
+		}
 	}
 }

@@ -25,9 +25,11 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
@@ -340,18 +342,13 @@ func applyStrategy(st *networkingv1alpha1.TrafficStrategy, pool []string, cluste
 			clear(standby)
 		}
 	case st.Type == networkingv1alpha1.StrategyFailover:
-		groups := st.FailoverOrder
-		if st.PrimaryGeoTag != "" {
-			groups = []policyv1alpha1.ClusterAffinityTerm{{AffinityName: "primary", ClusterAffinity: policyv1alpha1.ClusterAffinity{
-				FieldSelector: &policyv1alpha1.FieldSelector{MatchExpressions: []policyv1alpha1.FieldSelectorRequirement{
-					{Key: "region", Operator: "In", Values: []string{st.PrimaryGeoTag}}}}}}}
-		}
+		groups := failoverGroups(st)
 		first := len(groups) // the implicit last group
 		group := make(map[string]int, len(pool))
 		for _, c := range pool {
 			group[c] = len(groups)
 			for i := range groups {
-				if cl := clusters[c]; cl != nil && clusteraffinity.Matches(&groups[i].ClusterAffinity, cl) {
+				if cl := clusters[c]; cl != nil && groups[i].matches(cl) {
 					group[c] = i
 					break
 				}
@@ -369,6 +366,48 @@ func applyStrategy(st *networkingv1alpha1.TrafficStrategy, pool []string, cluste
 		all()
 	}
 	return weights, standby
+}
+
+// failoverGroup is a FailoverGroup ready to match clusters: its label
+// selector parsed once, not once per cluster.
+type failoverGroup struct {
+	affinity policyv1alpha1.ClusterAffinity // without its label selector
+	labels   labels.Selector                // nil: any labels
+	invalid  bool                           // a selector that does not parse matches nothing
+}
+
+func (g *failoverGroup) matches(cl *clusterv1alpha1.Cluster) bool {
+	return !g.invalid && (g.labels == nil || g.labels.Matches(labels.Set(cl.Labels))) && clusteraffinity.Matches(&g.affinity, cl)
+}
+
+// failoverGroups are the groups of a failover strategy, in order:
+// failoverOrder's, or one selecting the primaryGeoTag region.
+func failoverGroups(st *networkingv1alpha1.TrafficStrategy) []failoverGroup {
+	if st.PrimaryGeoTag != "" {
+		return []failoverGroup{{affinity: policyv1alpha1.ClusterAffinity{FieldSelector: &policyv1alpha1.FieldSelector{
+			MatchExpressions: []policyv1alpha1.FieldSelectorRequirement{{Key: policyv1alpha1.RegionField, Operator: corev1.NodeSelectorOpIn, Values: []string{st.PrimaryGeoTag}}}}}}}
+	}
+	out := make([]failoverGroup, 0, len(st.FailoverOrder))
+	for _, fg := range st.FailoverOrder {
+		g := failoverGroup{affinity: policyv1alpha1.ClusterAffinity{ClusterNames: fg.ClusterNames, ExcludeClusters: fg.ExcludeClusters}}
+		if fs := fg.FieldSelector; fs != nil {
+			g.affinity.FieldSelector = &policyv1alpha1.FieldSelector{}
+			for _, r := range fs.MatchExpressions {
+				g.affinity.FieldSelector.MatchExpressions = append(g.affinity.FieldSelector.MatchExpressions,
+					policyv1alpha1.FieldSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values})
+			}
+		}
+		if ls := fg.LabelSelector; ls != nil {
+			sel := &metav1.LabelSelector{MatchLabels: ls.MatchLabels}
+			for _, r := range ls.MatchExpressions {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values})
+			}
+			parsed, err := metav1.LabelSelectorAsSelector(sel)
+			g.labels, g.invalid = parsed, err != nil
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // ReasonInvalidHost: a host of the ingress is not a DNS name (e.g. Unicode

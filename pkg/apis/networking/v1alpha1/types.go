@@ -17,10 +17,9 @@ limitations under the License.
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 )
 
 // +genclient
@@ -113,10 +112,11 @@ type TrafficStrategy struct {
 	// the answers hold the healthy clusters of the first group that has
 	// one, the next group's when it has none. A cluster in several groups
 	// belongs to the first; clusters in none form an implicit last group.
+	// A group is written as a policy's ClusterAffinityTerm.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
-	FailoverOrder []policyv1alpha1.ClusterAffinityTerm `json:"failoverOrder,omitempty"`
+	FailoverOrder []FailoverGroup `json:"failoverOrder,omitempty"`
 
 	// DNSTtlSeconds is the TTL of the answers for the ingress's hosts
 	// (default: the DNS traffic manager's --dns-traffic-ttl).
@@ -124,6 +124,107 @@ type TrafficStrategy struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	DNSTtlSeconds int32 `json:"dnsTtlSeconds,omitempty"`
+}
+
+// FailoverGroup is one group of a failover order. It has the fields and
+// meaning of a policy's ClusterAffinityTerm (affinityName, clusterNames,
+// exclude, labelSelector, fieldSelector), with every list and string
+// bounded: a tenant writes it, and the hub matches it against every
+// backend cluster each time it decides the ingress's traffic.
+type FailoverGroup struct {
+	// AffinityName names the group.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	AffinityName string `json:"affinityName"`
+
+	// LabelSelector matches the Cluster objects' labels.
+	// +optional
+	LabelSelector *ClusterLabelSelector `json:"labelSelector,omitempty"`
+
+	// FieldSelector matches the clusters' provider, region and zones.
+	// +optional
+	FieldSelector *ClusterFieldSelector `json:"fieldSelector,omitempty"`
+
+	// ClusterNames lists the clusters of the group.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	ClusterNames []string `json:"clusterNames,omitempty"`
+
+	// ExcludeClusters lists clusters that are never in the group.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	ExcludeClusters []string `json:"exclude,omitempty"`
+}
+
+// ClusterLabelSelector is a metav1.LabelSelector over Cluster labels, with
+// bounded lists and strings.
+// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && size(self.matchLabels[k]) <= 63)",message="a label key has at most 317 characters and a value at most 63",fieldPath=".matchLabels"
+type ClusterLabelSelector struct {
+	// MatchLabels must all be on the cluster.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+
+	// MatchExpressions must all hold.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	MatchExpressions []ClusterLabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// ClusterLabelSelectorRequirement is a metav1.LabelSelectorRequirement.
+// +kubebuilder:validation:XValidation:rule="self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",message="In and NotIn need values, Exists and DoesNotExist take none",fieldPath=".values"
+type ClusterLabelSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+
+	// Values are the label values In and NotIn compare with.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=atomic
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// ClusterFieldSelector is a policy FieldSelector with bounded lists.
+type ClusterFieldSelector struct {
+	// MatchExpressions must all hold.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	MatchExpressions []ClusterFieldSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// ClusterFieldSelectorRequirement compares one cluster field (provider,
+// region or zone) with a set of values.
+type ClusterFieldSelectorRequirement struct {
+	// Key is provider, region or zone (which matches any of the cluster's
+	// zones).
+	// +kubebuilder:validation:Enum=provider;region;zone
+	Key string `json:"key"`
+
+	// Operator is In or NotIn.
+	// +kubebuilder:validation:Enum=In;NotIn
+	Operator corev1.NodeSelectorOperator `json:"operator"`
+
+	// Values the field is compared with.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	Values []string `json:"values,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
