@@ -26,7 +26,6 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnsendpoint"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
@@ -148,7 +147,7 @@ func failoverFollowsBackendHealth(t *testing.T, env *testenv.Env, fc flotillacli
 	createNamespace(t, env, ns)
 	placeWeb(t, fc, ns, map[string]string{"member1": "10.0.1.3", "member2": "lb-2.elb.example.net"}, one)
 	createIngressWithStrategy(t, fc, ns, "web", &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, DNSTtlSeconds: 30,
-		FailoverOrder: []policyv1alpha1.ClusterAffinityTerm{{AffinityName: "primary", ClusterAffinity: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}}}}, name)
+		FailoverOrder: []networkingv1alpha1.FailoverGroup{{AffinityName: "primary", ClusterNames: []string{"member1"}}}}, name)
 	waitRecords(t, dnsAddr, name, []string{"A 10.0.1.3 ttl=30"})
 	logDig(t, dnsAddr, name, "failover strategy, member1 primary")
 
