@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -103,6 +105,9 @@ type Options struct {
 	// DNSEndpointPublishing writes an ExternalDNS DNSEndpoint per
 	// MultiClusterIngress (pkg/hub/dnsendpoint).
 	DNSEndpointPublishing bool
+	// DNSEndpointWeightProperty is the ExternalDNS provider-specific
+	// property carrying a weight (aws/weight); "" publishes no weights.
+	DNSEndpointWeightProperty string
 }
 
 // NewOptions returns the defaults.
@@ -193,7 +198,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DNSTrafficTTL, "dns-traffic-ttl", o.DNSTrafficTTL, "TTL of the DNS traffic manager's answers; short, so a blocked cluster leaves resolvers' caches quickly.")
 	fs.IntVar(&o.DNSTrafficMaxInFlight, "dns-traffic-max-in-flight", o.DNSTrafficMaxInFlight, "Queries the DNS traffic manager handles at once; more are dropped (clients retry).")
 	fs.BoolVar(&o.DNSEndpointPublishing, "dns-endpoint-publishing", o.DNSEndpointPublishing,
-		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: --dns-traffic-ttl.")
+		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: an ingress's spec.strategy.dnsTtlSeconds, else --dns-traffic-ttl.")
+	fs.StringVar(&o.DNSEndpointWeightProperty, "dns-endpoint-weight-property", o.DNSEndpointWeightProperty,
+		"With --dns-endpoint-publishing: the ExternalDNS provider-specific property that carries a record's weight, for a provider with weighted records (Route53: aws/weight). Set, a weighted host (spec.strategy.weight) gets one record set per cluster with setIdentifier=<cluster> and this property; empty, its clusters share one record set and the weights are not published (providers without weighted records, e.g. CoreDNS, rewrite set-identified records on every run).")
 }
 
 // Validate reports every invalid flag at once.
@@ -218,6 +225,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
 		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
+	}
+	if o.DNSEndpointWeightProperty != "" && (!o.DNSEndpointPublishing || strings.ContainsFunc(o.DNSEndpointWeightProperty, unicode.IsSpace)) {
+		return fmt.Errorf("--dns-endpoint-weight-property needs --dns-endpoint-publishing and is a property name without spaces (e.g. aws/weight)")
 	}
 	if o.FailoverEvictionTimeout < 0 {
 		return fmt.Errorf("--failover-eviction-timeout must not be negative (0 disables NoExecute taints)")
@@ -391,7 +401,7 @@ func Run(ctx context.Context, opts *Options) error {
 		var dnsEndpointCtl *dnsendpoint.Controller
 		if opts.DNSEndpointPublishing {
 			dnsEndpointCtl = dnsendpoint.NewController(dynamic.NewForConfigOrDie(clients.config("dns-endpoint")), factory, dnsendpoint.Options{
-				TTL: opts.DNSTrafficTTL, Recorder: recorder, Metrics: dnsEndpointMetrics})
+				TTL: opts.DNSTrafficTTL, WeightProperty: opts.DNSEndpointWeightProperty, Recorder: recorder, Metrics: dnsEndpointMetrics})
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())

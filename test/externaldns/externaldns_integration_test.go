@@ -22,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnsendpoint"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
@@ -90,13 +92,14 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 		setReady(t, fc, name, metav1.ConditionTrue)
 	}
 	createNamespace(t, env, tenant)
-	placeWeb(t, fc, tenant, map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"})
+	placeWeb(t, fc, tenant, map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}, nil)
 	createIngress(t, fc, tenant, "web", host)
 	waitAnswer(t, dnsAddr, host, []string{"10.0.1.1", "10.0.2.1"})
 	logEndpoint(t, dyn, tenant, "web")
 	logDig(t, dnsAddr, host, "published")
 
 	tenantsStayApart(t, env, fc, dyn, dnsAddr)
+	failoverFollowsBackendHealth(t, env, fc, dyn, dnsAddr)
 
 	// Failover: member1 leaves traffic; the published record follows.
 	failover := time.Now()
@@ -129,6 +132,34 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 		t.Fatalf("the hub was refused, under manifests/hub and manifests/hub/dns-endpoint's roles:\n%s", strings.Join(refused, "\n"))
 	}
 	t.Logf("whole test: %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// failoverFollowsBackendHealth: an ingress with a failover strategy
+// (member1 first) and its own TTL is answered with member1's address only;
+// its backends there go unready (the agent reports 0 ready endpoints, the
+// cluster stays Ready) and the answer becomes member2's hostname load
+// balancer, a CNAME; ready again, member1 is back. The records are those
+// the embedded DNS would answer (dnstraffic.HostAnswers).
+func failoverFollowsBackendHealth(t *testing.T, env *testenv.Env, fc flotillaclient.Interface, dyn dynamic.Interface, dnsAddr string) {
+	t.Helper()
+	const ns, name = "team-c", "failover.example.com"
+	one, zero := ptr.To[int32](1), ptr.To[int32](0)
+	createNamespace(t, env, ns)
+	placeWeb(t, fc, ns, map[string]string{"member1": "10.0.1.3", "member2": "lb-2.elb.example.net"}, one)
+	createIngressWithStrategy(t, fc, ns, "web", &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, DNSTtlSeconds: 30,
+		FailoverOrder: []networkingv1alpha1.FailoverGroup{{AffinityName: "primary", ClusterNames: []string{"member1"}}}}, name)
+	waitRecords(t, dnsAddr, name, []string{"A 10.0.1.3 ttl=30"})
+	logDig(t, dnsAddr, name, "failover strategy, member1 primary")
+
+	unready := time.Now()
+	reportWeb(t, fc, ns, "member1", "10.0.1.3", zero)
+	waitRecords(t, dnsAddr, name, []string{"CNAME lb-2.elb.example.net. ttl=30"})
+	t.Logf("member1's backends unready (readyEndpoints 0) to CoreDNS answering member2's CNAME in %s", time.Since(unready).Round(100*time.Millisecond))
+	logEndpoint(t, dyn, ns, "web")
+	logDig(t, dnsAddr, name, "member1's backends unready")
+
+	reportWeb(t, fc, ns, "member1", "10.0.1.3", one)
+	waitRecords(t, dnsAddr, name, []string{"A 10.0.1.3 ttl=30"})
 }
 
 // tenantsStayApart: a tenant allowed to write DNSEndpoints in its own
@@ -176,7 +207,7 @@ func tenantsStayApart(t *testing.T, env *testenv.Env, fc flotillaclient.Interfac
 		t.Fatalf("an unlabelled DNSEndpoint of the tenant's own: %v", err)
 	}
 	// A newer ingress of team-b claims team-a's host and one of its own.
-	placeWeb(t, fc, other, map[string]string{"member1": "10.0.1.9", "member2": "10.0.2.9"})
+	placeWeb(t, fc, other, map[string]string{"member1": "10.0.1.9", "member2": "10.0.2.9"}, nil)
 	createIngress(t, fc, other, "web", host, "b.example.com")
 	// b.example.com answering means ExternalDNS has run since the hijack
 	// DNSEndpoint and team-b's were written.

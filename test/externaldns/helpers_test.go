@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,6 +176,39 @@ func waitAnswer(t *testing.T, addr, name string, want []string) {
 	}
 }
 
+// records asks CoreDNS for name's A records and returns every answer
+// record as "TYPE data ttl=N", sorted, or says what failed.
+func records(addr, name string) []string {
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	reply, _, err := new(dns.Client).Exchange(msg, addr)
+	if err != nil {
+		return []string{"error " + err.Error()}
+	}
+	if reply.Rcode != dns.RcodeSuccess {
+		return []string{"rcode " + dns.RcodeToString[reply.Rcode]}
+	}
+	var out []string
+	for _, rr := range reply.Answer {
+		h := rr.Header()
+		out = append(out, fmt.Sprintf("%s %s ttl=%d", dns.TypeToString[h.Rrtype], strings.TrimPrefix(rr.String(), h.String()), h.Ttl))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func waitRecords(t *testing.T, addr, name string, want []string) {
+	t.Helper()
+	var got []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		got = records(addr, name)
+		return slices.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("%s answers %q, want %q", name, got, want)
+	}
+}
+
 // holdAnswer checks name keeps answering want for d (ExternalDNS runs
 // every second, so d spans several runs).
 func holdAnswer(t *testing.T, addr, name string, want []string, d time.Duration) {
@@ -209,8 +243,9 @@ func setReady(t *testing.T, fc flotillaclient.Interface, cluster string, status 
 }
 
 // placeWeb propagates the LoadBalancer Service web of ns to the clusters of
-// addrs and reports each cluster's load-balancer address as its agent would.
-func placeWeb(t *testing.T, fc flotillaclient.Interface, ns string, addrs map[string]string) {
+// addrs and reports each cluster's load-balancer address (an IP, or a
+// hostname) as its agent would, with ready endpoints (nil: not counted).
+func placeWeb(t *testing.T, fc flotillaclient.Interface, ns string, addrs map[string]string, ready *int32) {
 	t.Helper()
 	ctx := context.Background()
 	clusters := make([]string, 0, len(addrs))
@@ -231,33 +266,53 @@ func placeWeb(t *testing.T, fc flotillaclient.Interface, ns string, addrs map[st
 	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	name := workobjects.WorkName(ns, workobjects.BindingName("Service", "web"))
 	for _, cluster := range clusters {
-		status := fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, addrs[cluster])
-		poll(t, "the Work of "+ns+"/web on "+cluster+" and its status", func() (bool, error) {
-			w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
-				Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
-			w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
-				Identifier: workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
-				Status:     &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy}}
-			_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
-			return err == nil, nil
-		})
+		reportWeb(t, fc, ns, cluster, addrs[cluster], ready)
 	}
+}
+
+// reportWeb writes the status of Service web of ns on cluster into its
+// Work, as the cluster's agent would: applied, its load balancer's address
+// (an IP, or a hostname) and its ready endpoints (nil: not counted).
+func reportWeb(t *testing.T, fc flotillaclient.Interface, ns, cluster, addr string, ready *int32) {
+	t.Helper()
+	ctx := context.Background()
+	name := workobjects.WorkName(ns, workobjects.BindingName("Service", "web"))
+	lb := fmt.Sprintf(`{"ip":%q}`, addr)
+	if _, err := netip.ParseAddr(addr); err != nil {
+		lb = fmt.Sprintf(`{"hostname":%q}`, addr)
+	}
+	status := fmt.Sprintf(`{"loadBalancer":{"ingress":[%s]}}`, lb)
+	poll(t, "the Work of "+ns+"/web on "+cluster+" and its status", func() (bool, error) {
+		w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
+		w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+			Identifier: workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
+			Status:     &runtime.RawExtension{Raw: []byte(status)}, Health: workv1alpha1.ResourceHealthy, ReadyEndpoints: ready}}
+		_, err = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
 }
 
 // createIngress creates a MultiClusterIngress routing hosts to Service web.
 func createIngress(t *testing.T, fc flotillaclient.Interface, ns, name string, hosts ...string) {
 	t.Helper()
+	createIngressWithStrategy(t, fc, ns, name, nil, hosts...)
+}
+
+// createIngressWithStrategy is createIngress with spec.strategy.
+func createIngressWithStrategy(t *testing.T, fc flotillaclient.Interface, ns, name string, strategy *networkingv1alpha1.TrafficStrategy, hosts ...string) {
+	t.Helper()
 	prefix := networkingv1.PathTypePrefix
 	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	mci.Spec.Strategy = strategy
 	for _, h := range hosts {
 		mci.Spec.Rules = append(mci.Spec.Rules, networkingv1.IngressRule{Host: h, IngressRuleValue: networkingv1.IngressRuleValue{
 			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix,

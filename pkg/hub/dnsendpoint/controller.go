@@ -18,21 +18,24 @@ limitations under the License.
 // DNSEndpoint objects (externaldns.k8s.io/v1alpha1), so any DNS provider
 // ExternalDNS supports serves them. One DNSEndpoint per MultiClusterIngress,
 // of the same name and namespace, owned by it (ownerReference) and labelled
-// as the hub's; its endpoints are the A/AAAA sets of the hosts the ingress
-// owns (the same one-owner-per-host rule as the embedded DNS) with the
-// addresses its status records.
+// as the hub's; its endpoints are the A, AAAA and CNAME sets of the hosts
+// the ingress owns, built from dnstraffic.HostAnswers like the embedded
+// DNS server's answers (the same one-owner-per-host rule, serving
+// clusters, hostnames and TTL; weights where the provider has them).
 //
 // It fails static: DNSEndpoints carry no finalizer and nothing removes them
 // when the hub stops, and while the hub cannot see the fleet (no cluster
 // has reported, or none is Ready: the fleet guard's FullDisruption) or
-// cannot see an ingress's addresses, the published records are kept, not
-// blanked or replaced by a fail-open guess.
+// cannot see an ingress's addresses, or reads a fail-open decision made
+// before a cluster came back (StaleFailOpen), the published records are
+// kept, not blanked or replaced by a fail-open guess.
 package dnsendpoint
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,10 +129,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Options tune the controller.
 type Options struct {
-	// TTL of the published records.
-	TTL      time.Duration
-	Recorder record.EventRecorder
-	Metrics  *Metrics
+	// TTL of the published records whose ingress sets none
+	// (spec.strategy.dnsTtlSeconds).
+	TTL time.Duration
+	// WeightProperty is the provider-specific property carrying a record
+	// set's weight (aws/weight); "" publishes no weights (Records).
+	WeightProperty string
+	// DecisionSettle bounds how long a decision that looks stale
+	// (StaleFailOpen) is held; 0 means 10 s. The ingress controller decides
+	// again within milliseconds of a cluster change, so one still looking
+	// stale after this is a real fail-open (workloads Unhealthy on the
+	// Ready clusters), published as the embedded DNS answers it.
+	DecisionSettle time.Duration
+	Recorder       record.EventRecorder
+	Metrics        *Metrics
 }
 
 // Controller keeps one DNSEndpoint per MultiClusterIngress.
@@ -145,8 +158,9 @@ type Controller struct {
 	dynStart  func(<-chan struct{})
 	dynStop   func()
 
-	mu   sync.Mutex
-	held map[string]string // ingress key -> hold reason
+	mu    sync.Mutex
+	held  map[string]string    // ingress key -> hold reason
+	stale map[string]time.Time // ingress key -> since when its decision looks stale
 }
 
 // NewController wires the controller to factory's MultiClusterIngress and
@@ -164,7 +178,7 @@ func NewController(client dynamic.Interface, factory flotillainformers.SharedInf
 	c := &Controller{opts: opts, client: client,
 		ingresses: ingresses.Lister(), byHost: ingresses.Informer().GetIndexer(), clusters: clusters.Lister(), endpoints: endpoints.Lister(),
 		synced:   []cache.InformerSynced{ingresses.Informer().HasSynced, clusters.Informer().HasSynced, endpoints.Informer().HasSynced},
-		dynStart: dynFactory.Start, dynStop: dynFactory.Shutdown, held: map[string]string{},
+		dynStart: dynFactory.Start, dynStop: dynFactory.Shutdown, held: map[string]string{}, stale: map[string]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dns-endpoint"}),
 	}
@@ -247,6 +261,58 @@ func (c *Controller) fleetSeen() (bool, error) {
 	return s.Total > 0 && s.Mode != clustertaint.GuardFullDisruption, nil
 }
 
+// blind is why the hub cannot trust mci's recorded decision now ("" when
+// it can): it sees no cluster Ready (HoldFleetUnseen), or the decision
+// failed open before a cluster came back and has not been made again
+// (HoldDecisionStale, for at most Options.DecisionSettle; the key is
+// requeued).
+func (c *Controller) blind(key string, mci *networkingv1alpha1.MultiClusterIngress) (string, error) {
+	seen, err := c.fleetSeen()
+	if err != nil {
+		return "", err
+	}
+	if !seen {
+		c.staleSince(key, false)
+		return HoldFleetUnseen, nil
+	}
+	if !StaleFailOpen(&mci.Status, c.ready) {
+		c.staleSince(key, false)
+		return "", nil
+	}
+	settle := c.opts.DecisionSettle
+	if settle <= 0 {
+		settle = 10 * time.Second
+	}
+	if wait := settle - time.Since(c.staleSince(key, true)); wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return HoldDecisionStale, nil
+	}
+	return "", nil
+}
+
+// ready says whether the cluster cache shows cluster Ready.
+func (c *Controller) ready(cluster string) bool {
+	cl, err := c.clusters.Get(cluster)
+	return err == nil && readyStatus(cl) == metav1.ConditionTrue
+}
+
+// staleSince records whether key's decision looks stale and returns since
+// when it has (zero when it does not).
+func (c *Controller) staleSince(key string, stale bool) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !stale {
+		delete(c.stale, key)
+		return time.Time{}
+	}
+	since, ok := c.stale[key]
+	if !ok {
+		since = time.Now()
+		c.stale[key] = since
+	}
+	return since
+}
+
 // Run works until ctx is done. The MultiClusterIngress informer is started
 // by its factory; the DNSEndpoint informer here.
 func (c *Controller) Run(ctx context.Context, workers int) {
@@ -272,6 +338,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	mci, err := c.ingresses.MultiClusterIngresses(namespace).Get(name)
 	if apierrors.IsNotFound(err) || err == nil && mci.DeletionTimestamp != nil {
 		c.setHeld(key, "")
+		c.staleSince(key, false)
 		return c.deleteOrphan(ctx, existing)
 	}
 	if err != nil {
@@ -287,11 +354,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		klog.FromContext(ctx).Info("DNSEndpoint spec unreadable, rewriting it", "dnsEndpoint", key, "err", err)
 		published = nil
 	}
-	seen, err := c.fleetSeen()
+	blind, err := c.blind(key, mci)
 	if err != nil {
 		return err
 	}
-	want, hold := Publish(seen, published, OwnedHosts(mci, claimants), TrafficOf(mci), int64(c.opts.TTL/time.Second))
+	want, hold := Publish(blind, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published
@@ -452,8 +519,19 @@ func describe(eps []Endpoint) string {
 			s += "; "
 		}
 		s += fmt.Sprintf("%s %s %v", ep.DNSName, ep.RecordType, ep.Targets)
+		if ep.SetIdentifier != "" {
+			s += fmt.Sprintf(" (set %s, %s)", ep.SetIdentifier, describeProperties(ep.ProviderSpecific))
+		}
 	}
 	return s
+}
+
+func describeProperties(ps []ProviderSpecificProperty) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, p.Name+"="+p.Value)
+	}
+	return strings.Join(parts, ",")
 }
 
 // report records a hold starting or ending for the ingress.

@@ -52,10 +52,16 @@ type publisher struct {
 
 func startPublisher(t *testing.T, env *testenv.Env) *publisher {
 	t.Helper()
+	return startPublisherWith(t, env, Options{TTL: 5 * time.Second})
+}
+
+func startPublisherWith(t *testing.T, env *testenv.Env, opts Options) *publisher {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := flotillainformers.NewSharedInformerFactory(flotillaclient.NewForConfigOrDie(env.Config), 0)
 	p := &publisher{metrics: NewMetrics(prometheus.NewRegistry()), events: record.NewFakeRecorder(100)}
-	c := NewController(dynamic.NewForConfigOrDie(env.Config), factory, Options{TTL: 5 * time.Second, Recorder: p.events, Metrics: p.metrics})
+	opts.Recorder, opts.Metrics = p.events, p.metrics
+	c := NewController(dynamic.NewForConfigOrDie(env.Config), factory, opts)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx, 2) }()
@@ -278,4 +284,90 @@ func TestPublisherFaults(t *testing.T) {
 	}
 	waitPublished(t, dyn, "team-a", "web", nil)
 	waitPublished(t, dyn, "team-b", "web", []string{"b.example.com A 10.0.9.9", "web.example.com A 10.0.9.9"})
+}
+
+// setStatusClusters records a per-cluster traffic decision in an
+// ingress's status, as the MCI controller would.
+func setStatusClusters(t *testing.T, fc flotillaclient.Interface, ns, name string, clusters ...networkingv1alpha1.ClusterTraffic) {
+	t.Helper()
+	waitFor(t, "status of "+name, func() (bool, error) {
+		cur, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur.Status.ServiceLocations = []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{"member1", "member2"}}}
+		cur.Status.Clusters = clusters
+		cur.Status.LoadBalancer.Ingress = nil
+		for _, c := range clusters {
+			cur.Status.LoadBalancer.Ingress = append(cur.Status.LoadBalancer.Ingress, c.Addresses...)
+		}
+		_, err = fc.NetworkingV1alpha1().MultiClusterIngresses(ns).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+func clusterTraffic(name, reason, ip string) networkingv1alpha1.ClusterTraffic {
+	ct := networkingv1alpha1.ClusterTraffic{Name: name, Reason: reason, ReadyEndpoints: ptrTo[int32](3)}
+	if reason == networkingv1alpha1.TrafficReasonHealthy || reason == networkingv1alpha1.TrafficReasonFailOpen {
+		ct.Serving, ct.Weight = true, 1
+		ct.Addresses = []networkingv1.IngressLoadBalancerIngress{{IP: ip}}
+	}
+	return ct
+}
+
+// The fleet comes back while the ingress's status still records the
+// fail-open decision made when the hub saw no cluster Ready: the publisher
+// must not publish that guess in the moment before the MCI controller
+// decides again (it did, and an end-to-end run caught ExternalDNS
+// publishing it). It holds the last records until the new decision, or
+// for at most DecisionSettle when none comes (a real fail-open).
+func TestPublisherHoldsAStaleFailOpen(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	installCRD(t, env)
+	ctx := context.Background()
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setReady(t, fc, "member1", metav1.ConditionTrue)
+	setReady(t, fc, "member2", metav1.ConditionFalse)
+	const settle = 3 * time.Second
+	hub := startPublisherWith(t, env, Options{TTL: 5 * time.Second, DecisionSettle: settle})
+	ingressWithStatus(t, fc, "team-a", "web", nil, "web.example.com")
+	setStatusClusters(t, fc, "team-a", "web", clusterTraffic("member1", networkingv1alpha1.TrafficReasonHealthy, "10.0.0.1"),
+		clusterTraffic("member2", networkingv1alpha1.TrafficReasonClusterNotReady, ""))
+	waitPublished(t, dyn, "team-a", "web", []string{"web.example.com A 10.0.0.1"})
+
+	// The hub goes blind; the decision fails open to both; held.
+	setReady(t, fc, "member1", metav1.ConditionUnknown)
+	setStatusClusters(t, fc, "team-a", "web", clusterTraffic("member1", networkingv1alpha1.TrafficReasonFailOpen, "10.0.0.1"),
+		clusterTraffic("member2", networkingv1alpha1.TrafficReasonFailOpen, "10.0.0.2"))
+	waitFor(t, "the hold", func() (bool, error) { return testutil.ToFloat64(hub.metrics.HeldIngresses) == 1, nil })
+
+	// member2 comes back; the status still records the blind decision.
+	back := time.Now()
+	setReady(t, fc, "member2", metav1.ConditionTrue)
+	for time.Since(back) < settle/2 {
+		if got := published(t, dyn, "team-a", "web"); !slices.Equal(got, []string{"web.example.com A 10.0.0.1"}) {
+			t.Fatalf("%s after member2 came back, with the fail-open decision not made again: published %q", time.Since(back), got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := testutil.ToFloat64(hub.metrics.HeldIngresses); n != 1 {
+		t.Fatalf("held ingresses %v while the decision is stale, want 1", n)
+	}
+	// No new decision within the bound: it is a real fail-open, published.
+	waitPublished(t, dyn, "team-a", "web", []string{"web.example.com A 10.0.0.1,10.0.0.2"})
+	if waited := time.Since(back); waited < settle {
+		t.Fatalf("the stale decision was published after %s, before the %s bound", waited, settle)
+	}
+	// The MCI controller decides again: published at once.
+	setStatusClusters(t, fc, "team-a", "web", clusterTraffic("member1", networkingv1alpha1.TrafficReasonClusterNotReady, ""),
+		clusterTraffic("member2", networkingv1alpha1.TrafficReasonHealthy, "10.0.0.2"))
+	waitPublished(t, dyn, "team-a", "web", []string{"web.example.com A 10.0.0.2"})
+	if n := testutil.ToFloat64(hub.metrics.HeldIngresses); n != 0 {
+		t.Fatalf("held ingresses %v after the decision was made again", n)
+	}
 }

@@ -19,6 +19,7 @@ package dnsendpoint
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -41,89 +42,251 @@ func ingress(ns, name string, created int, hosts ...string) *networkingv1alpha1.
 	return mci
 }
 
-func TestTrafficOfReadsTheRecordedDecision(t *testing.T) {
-	mci := ingress("a", "web", 1, "web.example.com")
-	mci.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{
-		{IP: "10.0.0.2"}, {IP: "2001:db8::1"}, {IP: "10.0.0.1"}, {IP: "10.0.0.2"},
-		{IP: "::ffff:10.0.0.3"},          // an IPv4 address written as IPv6: an A record
-		{IP: "not-an-ip"},                // garbage in status: nothing
-		{Hostname: "lb.elb.example.com"}, // hostnames are not answered (as in dnstraffic)
+// serving records in mci's status that cluster serves with addrs (IPs or
+// hostnames) and weight, as the ingress controller's Decide does.
+func serving(mci *networkingv1alpha1.MultiClusterIngress, cluster string, weight int32, addrs ...string) *networkingv1alpha1.MultiClusterIngress {
+	ct := networkingv1alpha1.ClusterTraffic{Name: cluster, Serving: true, Reason: networkingv1alpha1.TrafficReasonHealthy, Weight: weight}
+	for _, a := range addrs {
+		if _, err := netip.ParseAddr(a); err == nil {
+			ct.Addresses = append(ct.Addresses, networkingv1.IngressLoadBalancerIngress{IP: a})
+		} else {
+			ct.Addresses = append(ct.Addresses, networkingv1.IngressLoadBalancerIngress{Hostname: a})
+		}
 	}
-	mci.Status.ServiceLocations = []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{"m1"}}}
+	mci.Status.Clusters = append(mci.Status.Clusters, ct)
+	mci.Status.LoadBalancer.Ingress = append(mci.Status.LoadBalancer.Ingress, ct.Addresses...)
+	mci.Status.ServiceLocations = []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{cluster}}}
+	return mci
+}
+
+// notServing records a cluster the decision leaves out (standby, unhealthy).
+func notServing(mci *networkingv1alpha1.MultiClusterIngress, cluster, reason string) *networkingv1alpha1.MultiClusterIngress {
+	mci.Status.Clusters = append(mci.Status.Clusters, networkingv1alpha1.ClusterTraffic{Name: cluster, Reason: reason})
+	mci.Status.ServiceLocations = []networkingv1alpha1.ServiceLocation{{Name: "web", Clusters: []string{cluster}}}
+	return mci
+}
+
+func withStrategy(mci *networkingv1alpha1.MultiClusterIngress, st *networkingv1alpha1.TrafficStrategy) *networkingv1alpha1.MultiClusterIngress {
+	mci.Spec.Strategy = st
+	return mci
+}
+
+func weights(w map[string]int32) *networkingv1alpha1.TrafficStrategy {
+	return &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin, Weight: w}
+}
+
+func endpointsOfIngress(mci *networkingv1alpha1.MultiClusterIngress, r Records) []Endpoint {
+	return Endpoints(TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci}).Hosts, r)
+}
+
+func weight(w int) []ProviderSpecificProperty {
+	return []ProviderSpecificProperty{{Name: "aws/weight", Value: strconv.Itoa(w)}}
+}
+
+// The record sets of each kind of decision: the mapping from
+// dnstraffic.HostAnswer to ExternalDNS endpoints.
+func TestEndpointsMapping(t *testing.T) {
+	noWeights := Records{TTL: 5}
+	aws := Records{TTL: 5, WeightProperty: "aws/weight"}
+	for _, tc := range []struct {
+		name string
+		mci  *networkingv1alpha1.MultiClusterIngress
+		r    Records
+		want []Endpoint
+	}{{
+		name: "IPv4 and IPv6 of every serving cluster: one A and one AAAA set; a standby cluster is not published",
+		mci: notServing(serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "10.0.0.1", "2001:db8::1"),
+			"m2", 1, "10.0.0.2", "::ffff:10.0.0.3"), "m3", networkingv1alpha1.TrafficReasonStandby),
+		r: noWeights,
+		want: []Endpoint{
+			{DNSName: "web.example.com", Targets: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, RecordType: "A", RecordTTL: 5},
+			{DNSName: "web.example.com", Targets: []string{"2001:db8::1"}, RecordType: "AAAA", RecordTTL: 5},
+		},
+	}, {
+		name: "IPv6 only: an AAAA set and no A set",
+		mci:  serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "2001:db8::2", "2001:db8::1"),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"2001:db8::1", "2001:db8::2"}, RecordType: "AAAA", RecordTTL: 5}},
+	}, {
+		name: "a hostname load balancer: one CNAME, without the trailing dot",
+		mci:  serving(ingress("a", "web", 1, "web.example.com", "*.apps.example.com"), "m1", 1, "LB-1.elb.amazonaws.com."),
+		r:    noWeights,
+		want: []Endpoint{
+			{DNSName: "*.apps.example.com", Targets: []string{"lb-1.elb.amazonaws.com"}, RecordType: "CNAME", RecordTTL: 5},
+			{DNSName: "web.example.com", Targets: []string{"lb-1.elb.amazonaws.com"}, RecordType: "CNAME", RecordTTL: 5},
+		},
+	}, {
+		name: "mixed members: a name holds no CNAME beside addresses, so the hostname cluster is left out",
+		mci:  serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "lb.elb.amazonaws.com"), "m2", 1, "10.0.0.2"),
+		r:    aws,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.2"}, RecordType: "A", RecordTTL: 5}},
+	}, {
+		name: "a cluster with IPs and a hostname is answered with its IPs",
+		mci:  serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "lb.elb.amazonaws.com", "10.0.0.1"),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 5}},
+	}, {
+		name: "several hostname clusters, no weights in the provider: one CNAME, the first cluster's",
+		mci:  serving(serving(ingress("a", "web", 1, "web.example.com"), "m2", 1, "lb-2.example.net"), "m1", 1, "lb-1.example.net"),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"lb-1.example.net"}, RecordType: "CNAME", RecordTTL: 5}},
+	}, {
+		name: "several hostname clusters, weights in the provider: a weighted CNAME per cluster",
+		mci:  serving(serving(ingress("a", "web", 1, "web.example.com"), "m2", 1, "lb-2.example.net"), "m1", 1, "lb-1.example.net"),
+		r:    aws,
+		want: []Endpoint{
+			{DNSName: "web.example.com", Targets: []string{"lb-1.example.net"}, RecordType: "CNAME", SetIdentifier: "m1", RecordTTL: 5, ProviderSpecific: weight(1)},
+			{DNSName: "web.example.com", Targets: []string{"lb-2.example.net"}, RecordType: "CNAME", SetIdentifier: "m2", RecordTTL: 5, ProviderSpecific: weight(1)},
+		},
+	}, {
+		name: "weights, provider with weights: one set per cluster and family, setIdentifier and weight",
+		mci: withStrategy(serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 70, "10.0.0.1", "2001:db8::1"), "m2", 30, "10.0.0.2"),
+			weights(map[string]int32{"m1": 70, "m2": 30})),
+		r: aws,
+		want: []Endpoint{
+			{DNSName: "web.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", SetIdentifier: "m1", RecordTTL: 5, ProviderSpecific: weight(70)},
+			{DNSName: "web.example.com", Targets: []string{"2001:db8::1"}, RecordType: "AAAA", SetIdentifier: "m1", RecordTTL: 5, ProviderSpecific: weight(70)},
+			{DNSName: "web.example.com", Targets: []string{"10.0.0.2"}, RecordType: "A", SetIdentifier: "m2", RecordTTL: 5, ProviderSpecific: weight(30)},
+		},
+	}, {
+		name: "weights, one cluster left: still a weighted set (no simple/weighted switch for the provider)",
+		mci: withStrategy(notServing(serving(ingress("a", "web", 1, "web.example.com"), "m1", 70, "10.0.0.1"), "m2", networkingv1alpha1.TrafficReasonNoReadyEndpoints),
+			weights(map[string]int32{"m1": 70, "m2": 30})),
+		r: aws,
+		want: []Endpoint{
+			{DNSName: "web.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", SetIdentifier: "m1", RecordTTL: 5, ProviderSpecific: weight(70)},
+		},
+	}, {
+		name: "weights, provider without weights: every serving cluster in one set",
+		mci: withStrategy(serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 70, "10.0.0.1"), "m2", 30, "10.0.0.2"),
+			weights(map[string]int32{"m1": 70, "m2": 30})),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.1", "10.0.0.2"}, RecordType: "A", RecordTTL: 5}},
+	}, {
+		name: "weighted hostname clusters, provider without weights: the heaviest's CNAME",
+		mci: withStrategy(serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "lb-1.example.net"), "m2", 9, "lb-2.example.net"),
+			weights(map[string]int32{"m1": 1, "m2": 9})),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"lb-2.example.net"}, RecordType: "CNAME", RecordTTL: 5}},
+	}, {
+		name: "weighted mixed members: the IP clusters' weighted sets only",
+		mci: withStrategy(serving(serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "10.0.0.1"), "m2", 9, "lb-2.example.net"),
+			weights(map[string]int32{"m1": 1, "m2": 9})),
+		r: aws,
+		want: []Endpoint{
+			{DNSName: "web.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", SetIdentifier: "m1", RecordTTL: 5, ProviderSpecific: weight(1)},
+		},
+	}, {
+		name: "the ingress's TTL wins over the flag's",
+		mci: withStrategy(serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "10.0.0.1"),
+			&networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin, DNSTtlSeconds: 30}),
+		r:    noWeights,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 30}},
+	}, {
+		name: "failover: the targets of the group that serves now",
+		mci: withStrategy(notServing(serving(ingress("a", "web", 1, "web.example.com"), "m2", 1, "10.0.0.2"), "m1", networkingv1alpha1.TrafficReasonNoReadyEndpoints),
+			&networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyFailover, DNSTtlSeconds: 10}),
+		r:    aws,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.2"}, RecordType: "A", RecordTTL: 10}},
+	}, {
+		name: "a status from a hub before per-cluster traffic: the IPs of status.loadBalancer",
+		mci: func() *networkingv1alpha1.MultiClusterIngress {
+			m := ingress("a", "web", 1, "web.example.com")
+			m.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.2"}, {IP: "10.0.0.1"}, {IP: "not-an-ip"}, {Hostname: "lb.example.net"}}
+			return m
+		}(),
+		r:    aws,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.1", "10.0.0.2"}, RecordType: "A", RecordTTL: 5}},
+	}, {
+		name: "serving clusters without an address yet: nothing (never a set without targets)",
+		mci:  serving(ingress("a", "web", 1, "web.example.com"), "m1", 1),
+		r:    aws,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, endpointsOfIngress(tc.mci, tc.r)); diff != "" {
+				t.Fatalf("Endpoints (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTrafficOfReadsBlockAndPlacement(t *testing.T) {
+	mci := serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "10.0.0.1")
 	mci.Status.TrafficBlockClusters = []networkingv1alpha1.ClusterObject{{Name: "m2"}}
-	got := TrafficOf(mci)
-	want := Traffic{IPv4: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, IPv6: []string{"2001:db8::1"}, Blocked: true, Placed: true}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("TrafficOf (-want +got):\n%s", diff)
+	got := TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci})
+	if !got.Blocked || !got.Placed || !got.answered() || !slices.Equal(got.owned(), []string{"web.example.com."}) {
+		t.Fatalf("TrafficOf: %+v", got)
 	}
-	if got := TrafficOf(ingress("a", "empty", 1, "x.example.com")); got.Placed || got.Blocked || len(got.IPv4)+len(got.IPv6) != 0 {
+	empty := ingress("a", "empty", 1, "x.example.com")
+	if got := TrafficOf(empty, []*networkingv1alpha1.MultiClusterIngress{empty}); got.Placed || got.Blocked || got.answered() || len(got.Hosts) != 1 {
 		t.Fatalf("an ingress without status: %+v", got)
 	}
 }
 
-func TestEndpointsOnePerHostAndFamily(t *testing.T) {
-	got := Endpoints([]string{"b.example.com.", "*.a.example.com."}, Traffic{IPv4: []string{"10.0.0.1"}, IPv6: []string{"2001:db8::1"}}, 5)
-	want := []Endpoint{
-		{DNSName: "*.a.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 5},
-		{DNSName: "*.a.example.com", Targets: []string{"2001:db8::1"}, RecordType: "AAAA", RecordTTL: 5},
-		{DNSName: "b.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 5},
-		{DNSName: "b.example.com", Targets: []string{"2001:db8::1"}, RecordType: "AAAA", RecordTTL: 5},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("Endpoints (-want +got):\n%s", diff)
-	}
-	if got := Endpoints([]string{"b.example.com."}, Traffic{IPv4: []string{"10.0.0.1"}}, 5); len(got) != 1 || got[0].RecordType != "A" {
-		t.Fatalf("an IPv4-only decision must publish no AAAA set: %+v", got)
-	}
-	if got := Endpoints([]string{"b.example.com."}, Traffic{}, 5); len(got) != 0 {
-		t.Fatalf("no address, no record set (never a set without targets): %+v", got)
-	}
-}
-
 // A tenant's ingress never publishes a host an older ingress of another
-// tenant claimed first, whatever case or trailing dot it writes it with.
-func TestOwnedHostsOneOwnerPerHost(t *testing.T) {
-	victim := ingress("team-a", "shop", 1, "shop.example.com")
-	attacker := ingress("team-b", "evil", 2, "SHOP.example.com.", "evil.example.com")
+// tenant claimed first, whatever case or trailing dot it writes it with,
+// and none of its fields (weights, TTL, addresses) reaches that host.
+func TestTrafficOfOneOwnerPerHost(t *testing.T) {
+	victim := serving(ingress("team-a", "shop", 1, "shop.example.com"), "m1", 1, "10.0.0.1")
+	attacker := withStrategy(serving(ingress("team-b", "evil", 2, "SHOP.example.com.", "evil.example.com"), "m1", 1000, "192.0.2.66", "evil.example.net"),
+		&networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin, Weight: map[string]int32{"m1": 1000}, DNSTtlSeconds: 3600})
 	claimants := []*networkingv1alpha1.MultiClusterIngress{attacker, victim}
-	if got := OwnedHosts(attacker, claimants); !slices.Equal(got, []string{"evil.example.com."}) {
+	r := Records{TTL: 5, WeightProperty: "aws/weight"}
+	if got := TrafficOf(attacker, claimants).owned(); !slices.Equal(got, []string{"evil.example.com."}) {
 		t.Fatalf("the newer ingress owns %v, want only evil.example.com.", got)
 	}
-	if got := OwnedHosts(victim, claimants); !slices.Equal(got, []string{"shop.example.com."}) {
-		t.Fatalf("the older ingress owns %v, want shop.example.com.", got)
+	want := []Endpoint{{DNSName: "shop.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 5}}
+	if diff := cmp.Diff(want, Endpoints(TrafficOf(victim, claimants).Hosts, r)); diff != "" {
+		t.Fatalf("the owner's records (-want +got):\n%s", diff)
+	}
+	for _, ep := range Endpoints(TrafficOf(attacker, claimants).Hosts, r) {
+		if ep.DNSName != "evil.example.com" {
+			t.Fatalf("the newer ingress publishes %+v", ep)
+		}
 	}
 	// The owner gone, the next claimant owns the host.
-	if got := OwnedHosts(attacker, claimants[:1]); !slices.Equal(got, []string{"evil.example.com.", "shop.example.com."}) {
+	if got := TrafficOf(attacker, claimants[:1]).owned(); !slices.Equal(got, []string{"evil.example.com.", "shop.example.com."}) {
 		t.Fatalf("with the owner deleted the claimant owns %v", got)
 	}
 }
 
 func TestPublish(t *testing.T) {
-	owned := []string{"web.example.com."}
-	seen := Traffic{IPv4: []string{"10.0.0.2"}, Placed: true}
-	published := Endpoints(owned, Traffic{IPv4: []string{"10.0.0.1"}}, 5)
+	r := Records{TTL: 5}
+	traffic := func(blocked, placed bool, ips ...string) Traffic {
+		m := ingress("a", "web", 1, "web.example.com")
+		for i, ip := range ips {
+			serving(m, fmt.Sprintf("m%d", i), 1, ip)
+		}
+		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m})
+		tr.Blocked, tr.Placed = blocked, placed
+		return tr
+	}
+	seen := traffic(false, true, "10.0.0.2")
+	published := Endpoints(traffic(false, true, "10.0.0.1").Hosts, r)
 	foreign := append(slices.Clone(published), Endpoint{DNSName: "lost.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A"})
 	for _, tc := range []struct {
 		name      string
-		fleetSeen bool
+		blind     string
 		published []Endpoint
 		traffic   Traffic
 		want      []Endpoint
 		hold      string
 	}{
-		{name: "a failover is published", fleetSeen: true, published: published, traffic: seen, want: Endpoints(owned, seen, 5)},
-		{name: "first publication", fleetSeen: true, traffic: seen, want: Endpoints(owned, seen, 5)},
-		{name: "fleet unseen keeps the published records", published: published, traffic: seen, want: published, hold: HoldFleetUnseen},
-		{name: "fleet unseen publishes nothing new", traffic: seen, want: []Endpoint{}, hold: HoldFleetUnseen},
-		{name: "fleet unseen still drops a host no longer owned", published: foreign, traffic: seen, want: published, hold: HoldFleetUnseen},
-		{name: "placed, unblocked, no address: kept", fleetSeen: true, published: published, traffic: Traffic{Placed: true},
+		{name: "a failover is published", published: published, traffic: seen, want: Endpoints(seen.Hosts, r)},
+		{name: "first publication", traffic: seen, want: Endpoints(seen.Hosts, r)},
+		{name: "fleet unseen keeps the published records", blind: HoldFleetUnseen, published: published, traffic: seen, want: published, hold: HoldFleetUnseen},
+		{name: "fleet unseen publishes nothing new", blind: HoldFleetUnseen, traffic: seen, want: []Endpoint{}, hold: HoldFleetUnseen},
+		{name: "fleet unseen still drops a host no longer owned", blind: HoldFleetUnseen, published: foreign, traffic: seen, want: published, hold: HoldFleetUnseen},
+		{name: "placed, unblocked, no address: kept", published: published, traffic: traffic(false, true),
 			want: published, hold: HoldAddressesUnseen},
-		{name: "every cluster blocked: the block holds", fleetSeen: true, published: published, traffic: Traffic{Placed: true, Blocked: true}},
-		{name: "backends placed nowhere: the records go", fleetSeen: true, published: published, traffic: Traffic{}},
-		{name: "placed, no address, nothing published: nothing", fleetSeen: true, traffic: Traffic{Placed: true}},
+		{name: "a stale fail-open decision keeps the published records", blind: HoldDecisionStale, published: published,
+			traffic: traffic(false, true, "10.0.0.1", "10.0.0.2"), want: published, hold: HoldDecisionStale},
+		{name: "every cluster blocked: the block holds", published: published, traffic: traffic(true, true)},
+		{name: "backends placed nowhere: the records go", published: published, traffic: traffic(false, false)},
+		{name: "placed, no address, nothing published: nothing", traffic: traffic(false, true)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, hold := Publish(tc.fleetSeen, tc.published, owned, tc.traffic, 5)
+			got, hold := Publish(tc.blind, tc.published, tc.traffic, r)
 			if hold != tc.hold {
 				t.Errorf("hold %q, want %q", hold, tc.hold)
 			}
@@ -134,19 +297,25 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// seed is FLOTILLA_DNSENDPOINT_SEED, else the clock; the failure messages
+// print it.
+func seed() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("FLOTILLA_DNSENDPOINT_SEED"), 10, 64); err == nil {
+		return v
+	}
+	return time.Now().UnixNano()
+}
+
 // TestPublishInvariants: over random inputs, (1) nothing is published for
-// a host the ingress does not own, (2) while the fleet is unseen the
-// output is a subset of what was published, (3) published addresses are
+// a host the ingress does not own, (2) while the hub is blind (fleet
+// unseen, stale decision) the output is a subset of what was published, (3) published records are
 // replaced with none only by a block, a placement without backends or the
 // loss of the hosts. FLOTILLA_DNSENDPOINT_SEED=<n> replays a run.
 func TestPublishInvariants(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if v, err := strconv.ParseInt(os.Getenv("FLOTILLA_DNSENDPOINT_SEED"), 10, 64); err == nil {
-		seed = v
-	}
+	seed := seed()
 	r := rand.New(rand.NewPCG(uint64(seed), 0))
-	hosts := []string{"a.example.com.", "b.example.com.", "*.c.example.com."}
-	addrs := []string{"10.0.0.1", "10.0.0.2", "2001:db8::1"}
+	hosts := []string{"a.example.com", "b.example.com", "*.c.example.com"}
+	addrs := []string{"10.0.0.1", "10.0.0.2", "2001:db8::1", "lb.example.net"}
 	pick := func(from []string) []string {
 		var out []string
 		for _, s := range from {
@@ -156,39 +325,85 @@ func TestPublishInvariants(t *testing.T) {
 		}
 		return out
 	}
-	traffic := func() Traffic {
-		var t Traffic
-		for _, a := range pick(addrs) {
-			if a[0] == '2' {
-				t.IPv6 = append(t.IPv6, a)
-			} else {
-				t.IPv4 = append(t.IPv4, a)
-			}
+	traffic := func(hosts []string) Traffic {
+		m := ingress("a", "web", 1, hosts...)
+		for i, a := range pick(addrs) {
+			serving(m, fmt.Sprintf("m%d", i), int32(1+r.IntN(3)), a)
 		}
-		t.Blocked, t.Placed = r.IntN(2) == 0, r.IntN(2) == 0
-		return t
+		if r.IntN(2) == 0 {
+			m.Spec.Strategy = weights(map[string]int32{"m0": 1, "m1": 2})
+		}
+		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m})
+		tr.Blocked, tr.Placed = r.IntN(2) == 0, r.IntN(2) == 0
+		return tr
 	}
+	records := []Records{{TTL: 5}, {TTL: 5, WeightProperty: "aws/weight"}}
 	for i := 0; i < 5000; i++ {
-		owned := pick(hosts)
-		published := Endpoints(pick(hosts), traffic(), 5)
-		tr := traffic()
-		fleetSeen := r.IntN(2) == 0
-		got, hold := Publish(fleetSeen, published, owned, tr, 5)
+		rec := records[r.IntN(2)]
+		published := Endpoints(traffic(pick(hosts)).Hosts, rec)
+		tr := traffic(pick(hosts))
+		owned := tr.owned()
+		blind := []string{"", HoldFleetUnseen, HoldDecisionStale}[r.IntN(3)]
+		got, hold := Publish(blind, published, tr, rec)
 		fail := func(msg string) {
 			t.Fatalf("seed %d (replay: FLOTILLA_DNSENDPOINT_SEED=%d go test ./pkg/hub/dnsendpoint -run TestPublishInvariants), case %d: %s\n"+
-				"fleetSeen=%v owned=%v traffic=%+v published=%+v -> %+v (hold %q)", seed, seed, i, msg, fleetSeen, owned, tr, published, got, hold)
+				"blind=%q owned=%v traffic=%+v published=%+v -> %+v (hold %q)", seed, seed, i, msg, blind, owned, tr, published, got, hold)
 		}
 		for _, ep := range got {
 			if !slices.Contains(owned, ep.DNSName+".") {
 				fail(fmt.Sprintf("published %s, which the ingress does not own", ep.DNSName))
 			}
-			if !fleetSeen && !slices.ContainsFunc(published, func(p Endpoint) bool { return cmp.Equal(p, ep) }) {
-				fail(fmt.Sprintf("fleet unseen but %s %s is new", ep.DNSName, ep.RecordType))
+			if blind != "" && !slices.ContainsFunc(published, func(p Endpoint) bool { return cmp.Equal(p, ep) }) {
+				fail(fmt.Sprintf("blind (%s) but %s %s is new", blind, ep.DNSName, ep.RecordType))
+			}
+			if len(ep.Targets) == 0 || ep.RecordType == RecordTypeCNAME && len(ep.Targets) != 1 {
+				fail(fmt.Sprintf("%s %s has %d targets", ep.DNSName, ep.RecordType, len(ep.Targets)))
 			}
 		}
 		ownedPublished := slices.ContainsFunc(published, func(p Endpoint) bool { return slices.Contains(owned, p.DNSName+".") })
 		if ownedPublished && len(got) == 0 && !tr.Blocked && tr.Placed {
-			fail("published addresses blanked though nothing blocks the backends and they are placed")
+			fail("published records blanked though nothing blocks the backends and they are placed")
 		}
+	}
+}
+
+// A fail-open decision recorded while the hub saw no cluster Ready is
+// stale once a backend cluster is Ready again and not known to have no
+// ready endpoints; the same decision with the clusters still not Ready,
+// or Ready without ready endpoints, is what a fresh decision would say.
+func TestStaleFailOpen(t *testing.T) {
+	ct := func(name, reason string, serving bool, ready *int32) networkingv1alpha1.ClusterTraffic {
+		return networkingv1alpha1.ClusterTraffic{Name: name, Reason: reason, Serving: serving, ReadyEndpoints: ready}
+	}
+	five, zero := ptrTo[int32](5), ptrTo[int32](0)
+	failOpen := []networkingv1alpha1.ClusterTraffic{
+		ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, five),
+		ct("m2", networkingv1alpha1.TrafficReasonFailOpen, true, zero),
+		ct("m3", networkingv1alpha1.TrafficReasonBlocked, false, five),
+	}
+	for _, tc := range []struct {
+		name     string
+		clusters []networkingv1alpha1.ClusterTraffic
+		ready    []string
+		want     bool
+	}{
+		{name: "fail-open, nothing Ready: what a fresh decision says", clusters: failOpen},
+		{name: "fail-open, a cluster with ready endpoints Ready again: stale", clusters: failOpen, ready: []string{"m1"}, want: true},
+		{name: "fail-open, the Ready cluster has no ready endpoints: a fresh decision fails open too", clusters: failOpen, ready: []string{"m2"}},
+		{name: "fail-open, only a blocked cluster Ready: blocked stays out", clusters: failOpen, ready: []string{"m3"}},
+		{name: "fail-open with endpoints never counted, Ready again: stale (it would be unconfirmed)",
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, nil)}, ready: []string{"m1"}, want: true},
+		{name: "failover standby behind a fail-open primary, Ready again: stale",
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonFailOpen, true, five), ct("m2", networkingv1alpha1.TrafficReasonStandby, false, five)},
+			ready:    []string{"m2"}, want: true},
+		{name: "not fail-open: never stale", ready: []string{"m1", "m2"},
+			clusters: []networkingv1alpha1.ClusterTraffic{ct("m1", networkingv1alpha1.TrafficReasonHealthy, true, five), ct("m2", networkingv1alpha1.TrafficReasonClusterNotReady, false, five)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status := &networkingv1alpha1.MultiClusterIngressStatus{Clusters: tc.clusters}
+			if got := StaleFailOpen(status, func(c string) bool { return slices.Contains(tc.ready, c) }); got != tc.want {
+				t.Fatalf("StaleFailOpen = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
