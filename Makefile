@@ -32,7 +32,7 @@ export E2E_PROVIDER
 
 .PHONY: help
 help: ## Show the targets.
-	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl, CoreDNS, ExternalDNS (crd source, CoreDNS provider), the code generators, staticcheck, promtool and prometheus into bin/ (cached).
@@ -112,7 +112,7 @@ test: tools build verify test-integration test-e2e-both ## Build what is needed 
 # name, port or directory (measured: 510 s + 154 s one after the other, 523 s
 # side by side). --output-sync prints each suite's output whole when it ends.
 .PHONY: test-e2e-both
-test-e2e-both: tools build
+test-e2e-both: tools build ## test-e2e and test-e2e-realnode side by side (what make test runs after test-integration).
 	$(MAKE) -j2 --output-sync=target test-e2e test-e2e-realnode
 
 .PHONY: test-unit
