@@ -34,7 +34,6 @@ package dnsendpoint
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,19 +91,6 @@ const (
 	// and is not the hub's; the hub leaves it alone.
 	EventConflict = "DNSEndpointConflict"
 )
-
-// hostIndex indexes MultiClusterIngresses by host, as the ingress
-// controller does under its own name (the informer is shared).
-const hostIndex = "flotilla.io/dnsendpoint-host"
-
-func hostIndexFunc(obj any) ([]string, error) {
-	mci, ok := obj.(*networkingv1alpha1.MultiClusterIngress)
-	if !ok {
-		return nil, nil
-	}
-	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
-	return keys, nil
-}
 
 // Metrics of the publisher.
 type Metrics struct {
@@ -171,7 +157,7 @@ type Controller struct {
 func NewController(client dynamic.Interface, factory flotillainformers.SharedInformerFactory, opts Options) *Controller {
 	ingresses := factory.Networking().V1alpha1().MultiClusterIngresses()
 	clusters := factory.Cluster().V1alpha1().Clusters()
-	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc}))
+	utilruntime.Must(dnstraffic.AddHostIndex(ingresses.Informer()))
 	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = managedBySelector })
 	endpoints := dynFactory.ForResource(GVR)
@@ -186,9 +172,7 @@ func NewController(client dynamic.Interface, factory flotillainformers.SharedInf
 		AddFunc: func(obj any) { c.enqueue(obj); c.enqueueClaimants(obj) },
 		UpdateFunc: func(o, n any) {
 			c.enqueue(n)
-			oldKeys, _ := hostIndexFunc(o)
-			newKeys, _ := hostIndexFunc(n)
-			if !slices.Equal(oldKeys, newKeys) {
+			if dnstraffic.HostsChanged(o, n) {
 				c.enqueueClaimants(o)
 				c.enqueueClaimants(n)
 			}
@@ -221,15 +205,8 @@ func (c *Controller) enqueue(obj any) {
 }
 
 func (c *Controller) enqueueClaimants(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	keys, _ := hostIndexFunc(obj)
-	for _, k := range keys {
-		claimants, _ := c.byHost.ByIndex(hostIndex, k)
-		for _, other := range claimants {
-			c.enqueue(other)
-		}
+	for _, other := range dnstraffic.SharingHosts(c.byHost, obj) {
+		c.enqueue(other)
 	}
 }
 
@@ -437,24 +414,7 @@ func (c *Controller) deleteOrphan(ctx context.Context, existing *unstructured.Un
 
 // claimants are the ingresses sharing a host with mci, mci included.
 func (c *Controller) claimants(mci *networkingv1alpha1.MultiClusterIngress) ([]*networkingv1alpha1.MultiClusterIngress, error) {
-	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
-	seen := map[dnstraffic.IngressRef]bool{dnstraffic.RefOf(mci): true}
-	out := []*networkingv1alpha1.MultiClusterIngress{mci}
-	for _, k := range keys {
-		objs, err := c.byHost.ByIndex(hostIndex, k)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			other, ok := o.(*networkingv1alpha1.MultiClusterIngress)
-			if !ok || seen[dnstraffic.RefOf(other)] {
-				continue
-			}
-			seen[dnstraffic.RefOf(other)] = true
-			out = append(out, other)
-		}
-	}
-	return out, nil
+	return dnstraffic.Claimants(c.byHost, mci)
 }
 
 // object is the DNSEndpoint the hub writes for mci.

@@ -71,20 +71,6 @@ const (
 	EventHostsAdmitted = networkingv1alpha1.ReasonHostsAdmitted
 )
 
-// hostIndex indexes MultiClusterIngresses by host (dnstraffic.HostKeys), so
-// one ingress's ownership is decided from the ingresses that share a host
-// with it, and a change re-evaluates exactly those.
-const hostIndex = "flotilla.io/multicluster-ingress-host"
-
-func hostIndexFunc(obj any) ([]string, error) {
-	mci, ok := obj.(*networkingv1alpha1.MultiClusterIngress)
-	if !ok {
-		return nil, nil
-	}
-	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
-	return keys, nil
-}
-
 // backendIndex indexes MultiClusterIngresses by "namespace/service" of each
 // backend Service, so a binding or template event queues exactly the
 // ingresses it concerns.
@@ -138,7 +124,8 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	templates := factory.Work().V1alpha1().ResourceTemplates()
 	// Before the factory starts; the only error is a second registration
 	// of an index, which NewController never does.
-	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{hostIndex: hostIndexFunc, backendIndex: backendIndexFunc}))
+	utilruntime.Must(dnstraffic.AddHostIndex(ingresses.Informer()))
+	utilruntime.Must(ingresses.Informer().AddIndexers(cache.Indexers{backendIndex: backendIndexFunc}))
 	utilruntime.Must(templates.Informer().AddIndexers(cache.Indexers{podLabelIndex: podLabelIndexFunc, serviceSelectorIndex: serviceSelectorIndexFunc}))
 	workobjects.AddOwnerTemplateIndex(bindings.Informer())
 	c := &Controller{opts: opts, client: client,
@@ -158,9 +145,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		},
 		UpdateFunc: func(o, n any) {
 			c.enqueue(n)
-			oldKeys, _ := hostIndexFunc(o)
-			newKeys, _ := hostIndexFunc(n)
-			if !slices.Equal(oldKeys, newKeys) {
+			if dnstraffic.HostsChanged(o, n) {
 				c.enqueueClaimants(o)
 				c.enqueueClaimants(n)
 			}
@@ -252,40 +237,15 @@ func (c *Controller) forget(obj any) {
 
 // enqueueClaimants queues the ingresses that claim a host of obj.
 func (c *Controller) enqueueClaimants(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	keys, _ := hostIndexFunc(obj)
-	for _, k := range keys {
-		claimants, _ := c.byHost.ByIndex(hostIndex, k)
-		for _, other := range claimants {
-			c.enqueue(other)
-		}
+	for _, other := range dnstraffic.SharingHosts(c.byHost, obj) {
+		c.enqueue(other)
 	}
 }
 
 // claimants are the ingresses sharing a host with mci, mci included: all
 // that ownership of its hosts depends on (dnstraffic.Owners).
 func (c *Controller) claimants(mci *networkingv1alpha1.MultiClusterIngress) ([]*networkingv1alpha1.MultiClusterIngress, error) {
-	keys, _ := dnstraffic.HostKeys(&mci.Spec.IngressSpec)
-	seen := map[dnstraffic.IngressRef]bool{}
-	out := []*networkingv1alpha1.MultiClusterIngress{mci}
-	seen[dnstraffic.RefOf(mci)] = true
-	for _, k := range keys {
-		objs, err := c.byHost.ByIndex(hostIndex, k)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			other, ok := o.(*networkingv1alpha1.MultiClusterIngress)
-			if !ok || seen[dnstraffic.RefOf(other)] {
-				continue
-			}
-			seen[dnstraffic.RefOf(other)] = true
-			out = append(out, other)
-		}
-	}
-	return out, nil
+	return dnstraffic.Claimants(c.byHost, mci)
 }
 
 func (c *Controller) enqueueAll() {
