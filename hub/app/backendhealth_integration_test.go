@@ -63,19 +63,7 @@ func TestBackendsUnreadyLeaveDNS(t *testing.T) {
 		setConditions(t, fc, name, map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue})
 	}
 	ns := "default"
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
-			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
-		}}
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebService(t, ctx, fc, ns)
 	works := map[string]*workv1alpha1.Work{}
 	ips := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
 	for _, c := range []string{"member1", "member2"} {

@@ -62,19 +62,7 @@ func TestRemedyTrafficControl(t *testing.T) {
 	}
 
 	ns := "default"
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
-			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
-		}}
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebService(t, ctx, fc, ns)
 	binding := workobjects.BindingName("Service", "web")
 	for cluster, ip := range addrs {
 		w := waitWork(t, fc, cluster, ns, binding, func(*unstructured.Unstructured) bool { return true })
@@ -545,5 +533,24 @@ func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 		Reason: networkingv1alpha1.ReasonHostsAdmitted, Message: "test"})
 	if _, err := mcis.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("status write: %v", err)
+	}
+}
+
+// createWebService creates the Service template "web" (webService) in ns
+// and a policy placing it on member1 and member2.
+func createWebService(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns string) {
+	t.Helper()
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(webService)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1", "member2"}}},
+		}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
