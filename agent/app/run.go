@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/discovery"
 	"os"
 	"time"
 
@@ -148,7 +149,12 @@ func Run(ctx context.Context, opts *Options) error {
 	go hubLease.Run(ctx)
 
 	lead := func(ctx context.Context) {
-		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, hubKube, hubFlotilla, quorum, m, hubLease)
+		memberDiscovery, err := termDiscovery(ctx, memberCfg)
+		if err != nil {
+			logger.Error(err, "Member discovery client")
+			return
+		}
+		runLeader(ctx, opts, identity, member, memberDynamic, memberMetadata, memberDiscovery, hubKube, hubFlotilla, quorum, m, hubLease)
 	}
 	electErr := leader.Run(ctx, electionClient, leader.Options{
 		LeaderElectionOptions: opts.LeaderElection, Identity: identity, Metrics: m, Watchdog: watchdog,
@@ -167,7 +173,8 @@ func Run(ctx context.Context, opts *Options) error {
 
 // runLeader is the hub-facing half of the agent, run only by the leader and
 // stopped the moment leadership is lost (ctx).
-func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, memberMetadata metadata.Interface, hubKube kubernetes.Interface,
+func runLeader(ctx context.Context, opts *Options, identity string, member kubernetes.Interface, memberDynamic dynamic.Interface, memberMetadata metadata.Interface,
+	memberDiscovery discovery.DiscoveryInterface, hubKube kubernetes.Interface,
 	hubFlotilla flotillaclient.Interface, quorum dnsprobe.Quorum, m *agentmetrics.Metrics, hubLease *lease.Observer) {
 	// Member informers: nodes and unfinished pods (stripped to what the
 	// resource summary reads) and the nodes' DNS verdicts.
@@ -253,7 +260,7 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		workFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0,
 			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)), flotillainformers.WithTransform(stripManagedFields))
 		works := workFactory.Work().V1alpha1().Works().Informer()
-		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, member.Discovery(), execution.Options{
+		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, memberDiscovery, execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
 			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder, MayWrite: leader.Check,
 			AgentNamespace: opts.LeaderElection.ResourceNamespace, AllowedSystemNamespaces: opts.AllowedSystemNamespaces,

@@ -353,21 +353,29 @@ func (r *runner) term(ctx context.Context, endTerm context.CancelFunc, renewedAt
 			endTerm()
 			return
 		case <-workCtx.Done():
-			<-done
 			setLeader(r.opts.Metrics, false)
 			if r.root.Err() == nil {
-				r.logger.Info("Lost the agent leader Lease; hub-facing work stopped", "identity", r.opts.Identity)
+				// The elector gave up renewing before this loop woke at
+				// the same deadline: the same step-down, counted once.
+				r.stepDown(ReasonMemberLeaseNotRenewed, nil)
 			}
+			<-done
 			return
 		case <-r.opts.Clock.After(max(wait, 0)):
 		}
 		if reason, err := decide(); reason != "" {
 			// Stop the work first: the elector's release may take up to a
-			// renew deadline against an unreachable apiserver.
+			// renew deadline against an unreachable apiserver. From here
+			// every writer's Check fails, so this agent no longer speaks
+			// for the cluster even while its work winds down.
 			stopWork()
-			<-done
 			setLeader(r.opts.Metrics, false)
 			r.stepDown(reason, err)
+			stopping := r.opts.Clock.Now()
+			<-done
+			if took := r.opts.Clock.Since(stopping); took > r.opts.RenewDeadline {
+				r.logger.Info("Hub-facing work took long to stop after stepping down", "identity", r.opts.Identity, "took", took)
+			}
 			endTerm()
 			return
 		}
