@@ -27,6 +27,7 @@ import (
 	versioned "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	apps "github.com/flotilla-io/flotilla/pkg/generated/informers/apps"
 	cluster "github.com/flotilla-io/flotilla/pkg/generated/informers/cluster"
+	config "github.com/flotilla-io/flotilla/pkg/generated/informers/config"
 	internalinterfaces "github.com/flotilla-io/flotilla/pkg/generated/informers/internalinterfaces"
 	networking "github.com/flotilla-io/flotilla/pkg/generated/informers/networking"
 	policy "github.com/flotilla-io/flotilla/pkg/generated/informers/policy"
@@ -332,6 +333,7 @@ type SharedInformerFactory interface {
 
 	Apps() apps.Interface
 	Cluster() cluster.Interface
+	Config() config.Interface
 	Networking() networking.Interface
 	Policy() policy.Interface
 	Remedy() remedy.Interface
@@ -344,6 +346,10 @@ func (f *sharedInformerFactory) Apps() apps.Interface {
 
 func (f *sharedInformerFactory) Cluster() cluster.Interface {
 	return cluster.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Config() config.Interface {
+	return config.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Networking() networking.Interface {

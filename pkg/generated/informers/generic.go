@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
@@ -66,6 +67,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Cluster().V1alpha1().Clusters().Informer()}, nil
 	case clusterv1alpha1.SchemeGroupVersion.WithResource("clustertaintpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Cluster().V1alpha1().ClusterTaintPolicies().Informer()}, nil
+
+		// Group=config.flotilla.io, Version=v1alpha1
+	case configv1alpha1.SchemeGroupVersion.WithResource("resourceinterpretercustomizations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Config().V1alpha1().ResourceInterpreterCustomizations().Informer()}, nil
 
 		// Group=networking.flotilla.io, Version=v1alpha1
 	case networkingv1alpha1.SchemeGroupVersion.WithResource("multiclusteringresses"):

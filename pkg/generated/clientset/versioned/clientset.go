@@ -24,6 +24,7 @@ import (
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/cluster/v1alpha1"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/config/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/remedy/v1alpha1"
@@ -37,6 +38,7 @@ type Interface interface {
 	Discovery() discovery.DiscoveryInterface
 	AppsV1alpha1() appsv1alpha1.AppsV1alpha1Interface
 	ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface
+	ConfigV1alpha1() configv1alpha1.ConfigV1alpha1Interface
 	NetworkingV1alpha1() networkingv1alpha1.NetworkingV1alpha1Interface
 	PolicyV1alpha1() policyv1alpha1.PolicyV1alpha1Interface
 	RemedyV1alpha1() remedyv1alpha1.RemedyV1alpha1Interface
@@ -48,6 +50,7 @@ type Clientset struct {
 	*discovery.DiscoveryClient
 	appsV1alpha1       *appsv1alpha1.AppsV1alpha1Client
 	clusterV1alpha1    *clusterv1alpha1.ClusterV1alpha1Client
+	configV1alpha1     *configv1alpha1.ConfigV1alpha1Client
 	networkingV1alpha1 *networkingv1alpha1.NetworkingV1alpha1Client
 	policyV1alpha1     *policyv1alpha1.PolicyV1alpha1Client
 	remedyV1alpha1     *remedyv1alpha1.RemedyV1alpha1Client
@@ -62,6 +65,11 @@ func (c *Clientset) AppsV1alpha1() appsv1alpha1.AppsV1alpha1Interface {
 // ClusterV1alpha1 retrieves the ClusterV1alpha1Client
 func (c *Clientset) ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface {
 	return c.clusterV1alpha1
+}
+
+// ConfigV1alpha1 retrieves the ConfigV1alpha1Client
+func (c *Clientset) ConfigV1alpha1() configv1alpha1.ConfigV1alpha1Interface {
+	return c.configV1alpha1
 }
 
 // NetworkingV1alpha1 retrieves the NetworkingV1alpha1Client
@@ -136,6 +144,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.configV1alpha1, err = configv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.networkingV1alpha1, err = networkingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -175,6 +187,7 @@ func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.appsV1alpha1 = appsv1alpha1.New(c)
 	cs.clusterV1alpha1 = clusterv1alpha1.New(c)
+	cs.configV1alpha1 = configv1alpha1.New(c)
 	cs.networkingV1alpha1 = networkingv1alpha1.New(c)
 	cs.policyV1alpha1 = policyv1alpha1.New(c)
 	cs.remedyV1alpha1 = remedyv1alpha1.New(c)

@@ -24,6 +24,8 @@ import (
 	fakeappsv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/apps/v1alpha1/fake"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/cluster/v1alpha1"
 	fakeclusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/cluster/v1alpha1/fake"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/config/v1alpha1"
+	fakeconfigv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/config/v1alpha1/fake"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/networking/v1alpha1"
 	fakenetworkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/networking/v1alpha1/fake"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/typed/policy/v1alpha1"
@@ -113,6 +115,11 @@ func (c *Clientset) AppsV1alpha1() appsv1alpha1.AppsV1alpha1Interface {
 // ClusterV1alpha1 retrieves the ClusterV1alpha1Client
 func (c *Clientset) ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface {
 	return &fakeclusterv1alpha1.FakeClusterV1alpha1{Fake: &c.Fake}
+}
+
+// ConfigV1alpha1 retrieves the ConfigV1alpha1Client
+func (c *Clientset) ConfigV1alpha1() configv1alpha1.ConfigV1alpha1Interface {
+	return &fakeconfigv1alpha1.FakeConfigV1alpha1{Fake: &c.Fake}
 }
 
 // NetworkingV1alpha1 retrieves the NetworkingV1alpha1Client

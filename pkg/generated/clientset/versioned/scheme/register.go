@@ -21,6 +21,7 @@ package scheme
 import (
 	appsv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/apps/v1alpha1"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
@@ -38,6 +39,7 @@ var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	appsv1alpha1.AddToScheme,
 	clusterv1alpha1.AddToScheme,
+	configv1alpha1.AddToScheme,
 	networkingv1alpha1.AddToScheme,
 	policyv1alpha1.AddToScheme,
 	remedyv1alpha1.AddToScheme,

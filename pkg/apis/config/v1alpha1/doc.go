@@ -1,0 +1,23 @@
+/*
+Copyright The Flotilla Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package v1alpha1 is version v1alpha1 of the config.flotilla.io API group:
+// how Flotilla interprets kinds it has no built-in knowledge of
+// (ResourceInterpreterCustomization, after Karmada's config.karmada.io).
+//
+// +k8s:deepcopy-gen=package
+// +groupName=config.flotilla.io
+package v1alpha1
