@@ -183,6 +183,27 @@ func TestUntrustedWorkStatusNeverFreezesABinding(t *testing.T) {
 			strings.Contains(applied.Message, "more clusters") && len([]rune(applied.Message)) <= statuslimits.MaxSummary, nil
 	})
 
+	// An applied copy whose status is larger than the hub keeps: the
+	// binding shows a stand-in that says so, not nothing.
+	applied := workv1alpha1.WorkStatus{
+		Conditions: []metav1.Condition{{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue, Reason: "Applied"}},
+		ManifestStatuses: []workv1alpha1.ManifestStatus{{
+			Identifier: workv1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "web"},
+			Status:     randomStatus(rng, 200<<10, 20), Health: workv1alpha1.ResourceUnknown}},
+	}
+	if !untrustedWrite(t, fc, liars[0], ns, web, applied) {
+		t.Fatalf("%s: the Work CRD refused a 200 KiB status", liars[0])
+	}
+	waitUntil(t, "web's binding names the status it left out", func() (bool, error) {
+		rb, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, web, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(rb.Status.AggregatedStatus, func(it workv1alpha1.AggregatedStatusItem) bool { return it.ClusterName == liars[0] })
+		return i >= 0 && rb.Status.AggregatedStatus[i].Applied && rb.Status.AggregatedStatus[i].Status != nil &&
+			strings.Contains(string(rb.Status.AggregatedStatus[i].Status.Raw), `"`+statuslimits.LeftOutField+`":"reported status left out: `), nil
+	})
+
 	// member10 fails over, for web as for api.
 	for _, binding := range workloads {
 		waitUntil(t, binding+" evicted from "+victim, func() (bool, error) {

@@ -178,7 +178,7 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 			c.Health = string(s.Health)
 			switch {
 			case s.Applied:
-				c.Applied = string(metav1.ConditionTrue)
+				c.Applied, c.AppliedMessage = string(metav1.ConditionTrue), s.AppliedMessage
 			case s.AppliedMessage != "":
 				c.Applied, c.AppliedMessage = string(metav1.ConditionFalse), s.AppliedMessage
 			}

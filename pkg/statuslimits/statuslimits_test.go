@@ -119,7 +119,9 @@ func TestWorkStatus(t *testing.T) {
 			t.Errorf("condition %s: message not bounded", c.Type)
 		}
 	}
-	if len(s.ManifestStatuses) != MaxManifestStatuses || s.ManifestStatuses[0].Status != nil || s.ManifestStatuses[0].Health != workv1alpha1.ResourceUnknown {
+	standIn := s.ManifestStatuses[0].Status
+	if len(s.ManifestStatuses) != MaxManifestStatuses || standIn == nil || !strings.Contains(string(standIn.Raw), `"`+LeftOutField+`":"reported status left out`) ||
+		len(standIn.Raw) > MinStatusShare || s.ManifestStatuses[0].Health != workv1alpha1.ResourceUnknown {
 		t.Errorf("manifest statuses: %d, first %+v", len(s.ManifestStatuses), s.ManifestStatuses[0])
 	}
 }
@@ -156,6 +158,31 @@ func TestCRDMatchesLimits(t *testing.T) {
 	for name, p := range manifests.Items.Schema.Properties["identifier"].Properties {
 		if p.Type == "string" && (p.MaxLength == nil || *p.MaxLength > maxIdentifier) {
 			t.Errorf("identifier.%s maxLength %v, want at most %d", name, p.MaxLength, maxIdentifier)
+		}
+	}
+}
+
+// A status the hub does not copy is named, with why; one it copies, or no
+// status at all, says nothing.
+func TestStatusLeftOut(t *testing.T) {
+	big := &runtime.RawExtension{Raw: []byte(`{"f":"` + strings.Repeat("a", 2000) + `"}`)}
+	for _, tc := range []struct {
+		name string
+		raw  *runtime.RawExtension
+		want string
+	}{
+		{"none", nil, ""},
+		{"empty", &runtime.RawExtension{}, ""},
+		{"kept", &runtime.RawExtension{Raw: []byte(`{"replicas":3}`)}, ""},
+		{"over the share", big, "reported status left out: 2008 bytes, over the limit of 1024 bytes"},
+		{"not an object", &runtime.RawExtension{Raw: []byte(`[1,2]`)}, "reported status left out: not a JSON object"},
+	} {
+		got := StatusLeftOut(tc.raw, 1024)
+		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: StatusLeftOut = %q, want %q", tc.name, got, tc.want)
+		}
+		if (got == "") != (tc.raw == nil || len(tc.raw.Raw) == 0 || Status(tc.raw, 1024) != nil) {
+			t.Errorf("%s: a note %q disagrees with Status", tc.name, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package statuslimits
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,11 +36,35 @@ func Status(raw *runtime.RawExtension, limit int) *runtime.RawExtension {
 	return raw
 }
 
+// StatusLeftOut says why Status(raw, limit) copied nothing of a reported
+// status, for the binding to name it; "" when it copied it or there was
+// none.
+func StatusLeftOut(raw *runtime.RawExtension, limit int) string {
+	if raw == nil || len(bytes.TrimSpace(raw.Raw)) == 0 || Status(raw, limit) != nil {
+		return ""
+	}
+	if len(raw.Raw) > limit {
+		return fmt.Sprintf("reported status left out: %d bytes, over the limit of %d bytes", len(raw.Raw), limit)
+	}
+	return fmt.Sprintf("reported status left out: not a JSON object of at most %d fields", MaxStatusProperties)
+}
+
+// LeftOutField is the one field of the status that stands in for a
+// reported status the hub did not keep, so the binding names it instead of
+// showing nothing.
+const LeftOutField = "statusLeftOut"
+
+// LeftOut is the stand-in status carrying note.
+func LeftOut(note string) *runtime.RawExtension {
+	raw, _ := json.Marshal(map[string]string{LeftOutField: note})
+	return &runtime.RawExtension{Raw: raw}
+}
+
 // WorkStatus bounds a Work's status as the hub reads it, in place: at most
 // MaxWorkConditions conditions (Applied, Available and Dispatching kept
 // first) with messages of at most MaxConditionMessage characters, at most
 // MaxManifestStatuses manifest statuses, each status at most
-// MaxReflectedStatus bytes (else dropped) and a health the API knows
+// MaxReflectedStatus bytes (else replaced by LeftOut) and a health the API knows
 // (else Unknown), and no control characters or invalid UTF-8 in any
 // string. The Work CRD admits nothing larger today; this holds the hub to
 // the bounds against Works stored before the CRD had them, a CRD replaced
@@ -69,7 +94,11 @@ func WorkStatus(s *workv1alpha1.WorkStatus) {
 	}
 	for i := range s.ManifestStatuses {
 		ms := &s.ManifestStatuses[i]
-		ms.Status = Status(ms.Status, MaxReflectedStatus)
+		if note := StatusLeftOut(ms.Status, MaxReflectedStatus); note != "" {
+			ms.Status = LeftOut(note)
+		} else {
+			ms.Status = Status(ms.Status, MaxReflectedStatus)
+		}
 		switch ms.Health {
 		case "", workv1alpha1.ResourceHealthy, workv1alpha1.ResourceUnhealthy, workv1alpha1.ResourceUnknown:
 		default:

@@ -827,6 +827,9 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 	if len(w.Status.ManifestStatuses) > 0 {
 		ms := w.Status.ManifestStatuses[0]
 		item.Status = statuslimits.Status(ms.Status, share)
+		if note := statuslimits.StatusLeftOut(ms.Status, share); note != "" {
+			item.AppliedMessage = note
+		}
 		// Ready endpoints are a Service's: a count reported for any other
 		// kind is an agent's mistake or lie, and is dropped. A live count,
 		// meaningful whatever generation it was reported for.

@@ -633,7 +633,8 @@ type AggregatedStatusItem struct {
 	// +optional
 	Applied bool `json:"applied,omitempty"`
 
-	// AppliedMessage says why applying failed.
+	// AppliedMessage says why applying failed or, on an applied copy, what
+	// of the cluster's report the hub left out (a status over its share).
 	// +optional
 	AppliedMessage string `json:"appliedMessage,omitempty"`
 
