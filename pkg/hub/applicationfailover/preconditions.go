@@ -18,8 +18,8 @@ package applicationfailover
 
 import (
 	"fmt"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"sort"
-	"strings"
 	"time"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -92,5 +92,5 @@ func Decide(item *workv1alpha1.AggregatedStatusItem, generation int64, toleratio
 // waitingSummary joins the clusters' waiting reasons into one stable line.
 func waitingSummary(waits []string) string {
 	sort.Strings(waits)
-	return strings.Join(waits, "; ")
+	return statuslimits.Join(waits, "; ", statuslimits.MaxSummary/2, "clusters")
 }

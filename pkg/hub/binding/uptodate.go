@@ -20,12 +20,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -93,7 +93,9 @@ func worksUpToDate(binding *workv1alpha1.ResourceBinding, templateGeneration int
 	case len(stale) > 0:
 		sort.Strings(stale)
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonStaleCopies
-		cond.Message = strings.Join(stale, "; ") + " (" + now + ")"
+		// One item per cluster: bounded, so a large fleet cannot make the
+		// binding's status too large to write.
+		cond.Message = statuslimits.Join(stale, "; ", statuslimits.MaxSummary-len(now)-3, "clusters") + " (" + now + ")"
 	case len(renderTargets(binding)) == 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNoClusterScheduled
 		cond.Message = "no cluster is scheduled: " + now + " and runs nowhere"

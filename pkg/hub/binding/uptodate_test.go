@@ -17,12 +17,15 @@ limitations under the License.
 package binding
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 func TestWorksUpToDate(t *testing.T) {
@@ -62,5 +65,19 @@ func TestWorksUpToDate(t *testing.T) {
 				t.Errorf("worksUpToDate = %s %s %q, want %s %s containing %q", got.Status, got.Reason, got.Message, c.status, c.reason, c.contains)
 			}
 		})
+	}
+}
+
+// Stale copies on thousands of clusters with long names: the message stays
+// within what a condition may hold, and says how many it left out.
+func TestWorksUpToDateMessageIsBounded(t *testing.T) {
+	var copies []workCopy
+	for i := range 3000 {
+		copies = append(copies, workCopy{cluster: fmt.Sprintf("%0250d", i), generation: 1})
+	}
+	got := worksUpToDate(&workv1alpha1.ResourceBinding{}, 2, copies)
+	if n := utf8.RuneCountInString(got.Message); n > statuslimits.MaxSummary || !strings.Contains(got.Message, "more clusters") ||
+		!strings.HasSuffix(got.Message, "(the template is at generation 2)") {
+		t.Fatalf("message of %d characters: %.200s … %s", n, got.Message, got.Message[max(0, len(got.Message)-120):])
 	}
 }

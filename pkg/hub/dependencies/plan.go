@@ -2,9 +2,9 @@ package dependencies
 
 import (
 	"fmt"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"slices"
 	"sort"
-	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -176,7 +176,7 @@ func Condition(generation int64, count int, problems []string) metav1.Condition 
 	sorted := slices.Clone(problems)
 	sort.Strings(sorted)
 	cond.Status, cond.Reason = metav1.ConditionFalse, workv1alpha1.BindingReasonDependencyMissing
-	cond.Message = "missing dependencies: " + strings.Join(sorted, "; ")
+	cond.Message = "missing dependencies: " + statuslimits.Join(sorted, "; ", statuslimits.MaxSummary-len("missing dependencies: "), "dependencies")
 	return cond
 }
 
