@@ -62,8 +62,8 @@ type Input struct {
 	Object *unstructured.Unstructured
 	// TemplateGeneration is the template's generation the Work renders.
 	TemplateGeneration int64
-	// Cluster is the target cluster; override rules select it by name,
-	// labels and fields.
+	// Cluster is the target cluster (required); override rules select it
+	// by name, labels and fields.
 	Cluster *clusterv1alpha1.Cluster
 	// ClusterOverridePolicies and OverridePolicies are the override
 	// policies that may apply (OverridePolicies of another namespace than
