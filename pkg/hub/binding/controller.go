@@ -1,14 +1,14 @@
-// Package binding renders a binding into one Work per target cluster —
-// replicas revised to the cluster's share, override policies applied — in
-// the cluster's namespace on the hub, where that cluster's agent pulls it;
-// deletes the Works of clusters no longer targeted (but never the Work of a
-// cluster that still has a graceful-eviction task); and sums the Works'
-// status into the binding's status.
+// Package binding writes a binding's Works, one per target cluster as
+// package render makes it (replicas revised to the cluster's share,
+// override policies applied, failover state carried), in the cluster's
+// namespace on the hub, where that cluster's agent pulls it; deletes the
+// Works of clusters no longer targeted (but never the Work of a cluster
+// that still has a graceful-eviction task); and sums the Works' status
+// into the binding's status.
 package binding
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -42,12 +41,10 @@ import (
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
-	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
-	"github.com/flotilla-io/flotilla/pkg/overrides"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
-	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/render"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -91,6 +88,9 @@ type Options struct {
 	// scheduler (a new binding's first status in one write); nil writes at
 	// once.
 	Statuses *bindingstatus.Writer
+	// Interpreter revises a Work's replicas to its cluster's share; nil is
+	// the built-in interpreter.
+	Interpreter render.ReplicaReviser
 }
 
 // Controller is the binding controller.
@@ -411,7 +411,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		return nil, nil, nil, err
 	}
 	holdNew := c.purgingDirectly(binding)
-	for _, target := range renderTargets(binding) {
+	for _, target := range render.Targets(binding) {
 		cluster, err := c.clusters.Get(target.Name)
 		if apierrors.IsNotFound(err) {
 			continue // the scheduler moves the binding off a deleted cluster
@@ -424,21 +424,21 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			// (or a finalizer put back) now would hold the namespace forever.
 			continue
 		}
-		want, err := c.render(binding, obj, templateGeneration, cluster, shrinkingTarget(binding, target), clusterPolicies, policies)
+		stored := c.currentWork(binding, cluster.Name)
+		want, _, err := render.Work(render.Input{Binding: binding, Object: obj, TemplateGeneration: templateGeneration, Cluster: cluster,
+			ClusterOverridePolicies: clusterPolicies, OverridePolicies: policies, Current: stored, Interpreter: c.opts.Interpreter})
 		if err != nil {
 			overrideErrs[target.Name] = err
 			reason := EventApplyOverrideFailed
-			if identity := (*identityError)(nil); errors.As(err, &identity) {
+			if identity := (*render.IdentityError)(nil); errors.As(err, &identity) {
 				reason = ReasonOverrideChangedIdentity
 			}
 			c.event(binding, "Warning", reason, fmt.Sprintf("cluster %s: %v", target.Name, err))
 			continue
 		}
 		wants[target.Name] = &want.Spec
-		if holdNew {
-			if _, exists, _ := c.works.GetByKey(want.Namespace + "/" + want.Name); !exists {
-				continue // created once the Directly-evicted copy is gone
-			}
+		if holdNew && stored == nil {
+			continue // created once the Directly-evicted copy is gone
 		}
 		ok, err := c.ensureWork(ctx, binding, want)
 		if conflict := (*workConflictError)(nil); errors.As(err, &conflict) {
@@ -468,96 +468,13 @@ func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverr
 	return clusterPolicies, policies, nil
 }
 
-// render builds the Work of one cluster.
-func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured, templateGeneration int64, cluster *clusterv1alpha1.Cluster,
-	target workv1alpha1.TargetCluster, clusterPolicies []*policyv1alpha1.ClusterOverridePolicy, policies []*policyv1alpha1.OverridePolicy) (*workv1alpha1.Work, error) {
-	manifest := obj.DeepCopy()
-	cleanManifest(manifest)
-	if binding.Spec.Replicas > 0 && targeted(binding, target.Name) {
-		if err := resourceinterpreter.ReviseReplica(manifest, target.Replicas); err != nil {
-			return nil, err
-		}
-		if divided(binding) {
-			// A Divided Job runs its share of the completions too.
-			if err := resourceinterpreter.ReviseCompletions(manifest, binding.Spec.Clusters, target.Name); err != nil {
-				return nil, err
-			}
-		}
-	}
-	applied, err := overrides.Apply(manifest, cluster, clusterPolicies, policies)
-	if err != nil {
-		return nil, err
-	}
-	// The Work's manifest must be the template's object, whatever the
-	// overrides say: its namespace and kind are what the tenant was allowed.
-	if err := checkIdentity(obj, manifest, applied); err != nil {
-		return nil, err
-	}
-	// Stateful failover: the state this copy carries (statelabels.go).
-	preservedState := c.injectPreservedState(binding, cluster.Name, manifest)
-	raw, err := manifest.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	annotations := map[string]string{
-		workobjects.AnnotationBindingNamespace: binding.Namespace,
-		workobjects.AnnotationBindingName:      binding.Name,
-		workobjects.AnnotationCluster:          cluster.Name,
-		// What the Work renders, so a copy left behind can be told stale.
-		workv1alpha1.AnnotationTemplateGeneration: strconv.FormatInt(templateGeneration, 10),
-	}
-	if preservedState != "" {
-		annotations[workv1alpha1.AnnotationPreservedLabelState] = preservedState
-	}
-	if applied != nil {
-		b, err := json.Marshal(applied)
-		if err != nil {
-			return nil, err
-		}
-		annotations[overrides.AnnotationAppliedOverrides] = string(b)
-	}
-	settings := EffectiveSettings(binding, cluster.Name)
-	return &workv1alpha1.Work{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: workobjects.WorkName(binding.Namespace, binding.Name), Namespace: clusterlifecycle.Namespace(cluster.Name),
-			Labels:      map[string]string{workobjects.LabelBindingUID: string(binding.UID)},
-			Annotations: annotations,
-			Finalizers:  []string{workv1alpha1.ExecutionFinalizer},
-		},
-		Spec: workv1alpha1.WorkSpec{
-			Workload: workv1alpha1.WorkloadTemplate{Manifests: []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
-			// The binding's policy's, merged with those of the workloads
-			// that need the object there (propagateDeps), safest first; the
-			// CRD's defaults spelled out so a stored Work compares equal.
-			SuspendDispatching:          settings.SuspendDispatching,
-			PreserveResourcesOnDeletion: settings.PreserveResourcesOnDeletion,
-			ApplyStrategy:               settings.ApplyStrategy,
-			ConflictResolution:          settings.ConflictResolution,
-		},
-	}, nil
-}
-
-// cleanManifest drops what the hub's copy may carry but a member must not
-// receive: status and server-set metadata.
-func cleanManifest(obj *unstructured.Unstructured) {
-	unstructured.RemoveNestedField(obj.Object, "status")
-	for _, f := range []string{"resourceVersion", "uid", "generation", "creationTimestamp", "managedFields", "selfLink", "ownerReferences", "deletionTimestamp"} {
-		unstructured.RemoveNestedField(obj.Object, "metadata", f)
-	}
-}
-
-func suspended(s *policyv1alpha1.Suspension, cluster string) *bool {
-	if s == nil {
+// currentWork is the cluster's Work as cached, nil when there is none.
+func (c *Controller) currentWork(binding *workv1alpha1.ResourceBinding, cluster string) *workv1alpha1.Work {
+	obj, exists, _ := c.works.GetByKey(render.WorkKey(binding, cluster))
+	if !exists {
 		return nil
 	}
-	if s.Dispatching != nil && *s.Dispatching {
-		return s.Dispatching
-	}
-	if s.DispatchingOnClusters != nil && slices.Contains(s.DispatchingOnClusters.ClusterNames, cluster) {
-		t := true
-		return &t
-	}
-	return nil
+	return obj.(*workv1alpha1.Work)
 }
 
 // ensureWork creates want or brings the stored Work to it, changing only
@@ -604,11 +521,10 @@ func (c *Controller) ensureWork(ctx context.Context, binding *workv1alpha1.Resou
 	for k, v := range want.Annotations {
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, k, v)
 	}
-	if _, ok := want.Annotations[overrides.AnnotationAppliedOverrides]; !ok {
-		delete(updated.Annotations, overrides.AnnotationAppliedOverrides)
-	}
-	if _, ok := want.Annotations[workv1alpha1.AnnotationPreservedLabelState]; !ok {
-		delete(updated.Annotations, workv1alpha1.AnnotationPreservedLabelState)
+	for _, k := range render.OptionalAnnotations() {
+		if _, ok := want.Annotations[k]; !ok {
+			delete(updated.Annotations, k)
+		}
 	}
 	// The agent applies a Work only once it carries the execution finalizer,
 	// and may only remove it: a Work made by an older hub gets it here.
@@ -652,7 +568,7 @@ func (c *Controller) deleteUntargetedWorks(ctx context.Context, binding *workv1a
 	}
 	for _, w := range works {
 		cluster := w.Annotations[workobjects.AnnotationCluster]
-		if targeted(binding, cluster) || evicting(binding, cluster) || required(binding, cluster) {
+		if render.Targeted(binding, cluster) || evicting(binding, cluster) || required(binding, cluster) {
 			continue
 		}
 		if err := c.deleteWork(ctx, w); err != nil {
@@ -662,8 +578,10 @@ func (c *Controller) deleteUntargetedWorks(ctx context.Context, binding *workv1a
 	return nil
 }
 
-func targeted(binding *workv1alpha1.ResourceBinding, cluster string) bool {
-	return slices.ContainsFunc(binding.Spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster })
+// required: a workload that depends on the object runs on the cluster (or
+// is still being evicted from it), so its Work stays.
+func required(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	return slices.Contains(workobjects.RequiredClusters(&binding.Spec), cluster)
 }
 
 // evicting: the cluster's old copy is kept while a Gracefully or Never
@@ -682,7 +600,7 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 		if policyv1alpha1.NormalizePurgeMode(t.PurgeMode) != policyv1alpha1.PurgeModeDirectly {
 			continue
 		}
-		obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(t.FromCluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
+		obj, exists, _ := c.works.GetByKey(render.WorkKey(binding, t.FromCluster))
 		if !exists || !workobjects.OwnsWork(binding, obj.(*workv1alpha1.Work)) {
 			continue
 		}
@@ -702,7 +620,7 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error,
 	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
-	targets := renderTargets(binding)
+	targets := render.Targets(binding)
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(targets))
 	share := statuslimits.StatusShare(len(targets))
 	for _, target := range targets {
@@ -798,7 +716,7 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 		item.AppliedMessage = statuslimits.Text("override policy failed: "+renderErr.Error(), statuslimits.MaxClusterMessage)
 		return item
 	}
-	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
+	obj, exists, _ := c.works.GetByKey(render.WorkKey(binding, cluster))
 	if !exists {
 		item.AppliedMessage = MessageWorkNotCreated
 		return item
@@ -876,7 +794,7 @@ func fullyApplied(binding *workv1alpha1.ResourceBinding, items []workv1alpha1.Ag
 	// A refused identity change or a Work of another binding is the
 	// user's to fix, not a wait: say so in the reason.
 	for _, err := range overrideErrs {
-		if identity := (*identityError)(nil); errors.As(err, &identity) && cond.Reason != ReasonWorkConflict {
+		if identity := (*render.IdentityError)(nil); errors.As(err, &identity) && cond.Reason != ReasonWorkConflict {
 			cond.Reason = ReasonOverrideChangedIdentity
 		}
 		if conflict := (*workConflictError)(nil); errors.As(err, &conflict) {

@@ -23,8 +23,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/render"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -62,7 +62,7 @@ func (c *Controller) copies(binding *workv1alpha1.ResourceBinding, current map[s
 		cluster := w.Annotations[workobjects.AnnotationCluster]
 		gen, _ := strconv.ParseInt(w.Annotations[workv1alpha1.AnnotationTemplateGeneration], 10, 64)
 		out = append(out, workCopy{cluster: cluster, generation: gen, current: current[cluster],
-			evicting: !targeted(binding, cluster) && evicting(binding, cluster)})
+			evicting: !render.Targeted(binding, cluster) && evicting(binding, cluster)})
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func worksUpToDate(binding *workv1alpha1.ResourceBinding, templateGeneration int
 		// One item per cluster: bounded, so a large fleet cannot make the
 		// binding's status too large to write.
 		cond.Message = statuslimits.Join(stale, "; ", statuslimits.MaxSummary-len(now)-3, "clusters") + " (" + now + ")"
-	case len(renderTargets(binding)) == 0:
+	case len(render.Targets(binding)) == 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNoClusterScheduled
 		cond.Message = "no cluster is scheduled: " + now + " and runs nowhere"
 	default:
@@ -104,14 +104,4 @@ func worksUpToDate(binding *workv1alpha1.ResourceBinding, templateGeneration int
 		cond.Message = "every Work renders template generation " + strconv.FormatInt(templateGeneration, 10)
 	}
 	return cond
-}
-
-// divided: the scheduler splits the replicas between the clusters (the
-// scheduler's rule: Divided placement of an object with replicas).
-func divided(binding *workv1alpha1.ResourceBinding) bool {
-	spec := &binding.Spec
-	if spec.Replicas == 0 || spec.Placement == nil || spec.Placement.ReplicaScheduling == nil {
-		return false
-	}
-	return spec.Placement.ReplicaScheduling.ReplicaSchedulingType == policyv1alpha1.ReplicaSchedulingTypeDivided
 }

@@ -115,7 +115,7 @@ func Snapshot(b *workv1alpha1.ResourceBinding) workv1alpha1.BindingSnapshot {
 	names = slices.Compact(names)
 	// How the dependent's policy says its objects are handled goes with
 	// it: the dependency is handled the same way on these clusters
-	// (binding.EffectiveSettings merges several dependents, safest first).
+	// (render.EffectiveSettings merges several dependents, safest first).
 	snap := workv1alpha1.BindingSnapshot{Namespace: b.Namespace, Name: b.Name,
 		PreserveResourcesOnDeletion: b.Spec.PreserveResourcesOnDeletion, ApplyStrategy: b.Spec.ApplyStrategy,
 		ConflictResolution: b.Spec.ConflictResolution, Suspension: b.Spec.Suspension.DeepCopy()}

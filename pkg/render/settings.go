@@ -1,4 +1,4 @@
-package binding
+package render
 
 import (
 	"cmp"
@@ -11,11 +11,11 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
-// renderTargets are the clusters that get a Work: the scheduling result,
-// then the clusters where only a workload that depends on the object
+// Targets are the clusters that get a Work: the scheduling result, then
+// the clusters where only a workload that depends on the object
 // (spec.requiredBy, propagateDeps) needs it. A dependency has no replicas
 // of its own there: those clusters get the object as the template holds it.
-func renderTargets(binding *workv1alpha1.ResourceBinding) []workv1alpha1.TargetCluster {
+func Targets(binding *workv1alpha1.ResourceBinding) []workv1alpha1.TargetCluster {
 	required := workobjects.RequiredClusters(&binding.Spec)
 	if len(required) == 0 {
 		return binding.Spec.Clusters
@@ -25,12 +25,6 @@ func renderTargets(binding *workv1alpha1.ResourceBinding) []workv1alpha1.TargetC
 		out = append(out, workv1alpha1.TargetCluster{Name: name})
 	}
 	return out
-}
-
-// required: a workload that depends on the object runs on the cluster (or
-// is still being evicted from it), so its Work stays.
-func required(binding *workv1alpha1.ResourceBinding, cluster string) bool {
-	return slices.Contains(workobjects.RequiredClusters(&binding.Spec), cluster)
 }
 
 // WorkSettings is how a member handles a Work's object.
@@ -73,7 +67,7 @@ func EffectiveSettings(binding *workv1alpha1.ResourceBinding, cluster string) Wo
 		suspension *policyv1alpha1.Suspension
 	}
 	var sources []source
-	own := binding.Spec.Placement != nil || targeted(binding, cluster) || len(binding.Spec.RequiredBy) == 0
+	own := binding.Spec.Placement != nil || Targeted(binding, cluster) || len(binding.Spec.RequiredBy) == 0
 	if own {
 		sources = append(sources, source{binding.Spec.PreserveResourcesOnDeletion, binding.Spec.ApplyStrategy, binding.Spec.ConflictResolution, binding.Spec.Suspension})
 	}
@@ -107,4 +101,18 @@ func EffectiveSettings(binding *workv1alpha1.ResourceBinding, cluster string) Wo
 		}
 	}
 	return out
+}
+
+func suspended(s *policyv1alpha1.Suspension, cluster string) *bool {
+	if s == nil {
+		return nil
+	}
+	if s.Dispatching != nil && *s.Dispatching {
+		return s.Dispatching
+	}
+	if s.DispatchingOnClusters != nil && slices.Contains(s.DispatchingOnClusters.ClusterNames, cluster) {
+		t := true
+		return &t
+	}
+	return nil
 }

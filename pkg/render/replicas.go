@@ -14,9 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package binding
+package render
 
 import (
+	"slices"
+
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
@@ -34,4 +36,20 @@ func shrinkingTarget(binding *workv1alpha1.ResourceBinding, target workv1alpha1.
 		}
 	}
 	return target
+}
+
+// divided: the scheduler splits the replicas between the clusters (the
+// scheduler's rule: Divided placement of an object with replicas).
+func divided(binding *workv1alpha1.ResourceBinding) bool {
+	spec := &binding.Spec
+	if spec.Replicas == 0 || spec.Placement == nil || spec.Placement.ReplicaScheduling == nil {
+		return false
+	}
+	return spec.Placement.ReplicaScheduling.ReplicaSchedulingType == policyv1alpha1.ReplicaSchedulingTypeDivided
+}
+
+// Targeted reports whether cluster is in the binding's scheduling result
+// (rather than only where a workload that depends on the object runs).
+func Targeted(binding *workv1alpha1.ResourceBinding, cluster string) bool {
+	return slices.ContainsFunc(binding.Spec.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster })
 }

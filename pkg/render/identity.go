@@ -1,4 +1,4 @@
-package binding
+package render
 
 import (
 	"fmt"
@@ -6,21 +6,20 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/overrides"
-	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
-// identityError: the overrides of one cluster changed what object the Work
-// would hold. The OverridePolicy CRDs refuse such paths, but a policy stored
-// before that rule existed (or with the CRD replaced) is never re-validated,
-// so the hub checks what it is about to write.
-type identityError struct {
+// IdentityError: the overrides of one cluster changed what object the Work
+// would hold (apiVersion, kind, namespace, name or generateName). The
+// OverridePolicy CRDs refuse such paths, but a policy stored before that
+// rule existed (or with the CRD replaced) is never re-validated, so the hub
+// checks what it is about to write.
+type IdentityError struct {
 	changes   []string
 	overrides []string
 }
 
-func (e *identityError) Error() string {
+func (e *IdentityError) Error() string {
 	return fmt.Sprintf("the overrides change the object's identity (%s); no Work is written for this cluster until %s is fixed",
 		strings.Join(e.changes, ", "), strings.Join(e.overrides, "; "))
 }
@@ -93,30 +92,5 @@ func checkIdentity(template, rendered *unstructured.Unstructured, applied *overr
 	if len(changes) == 0 {
 		return nil
 	}
-	return &identityError{changes: changes, overrides: culprits(applied)}
-}
-
-// workConflictError: the Work a binding maps to in a cluster's namespace
-// belongs to another binding (workobjects.OwnsWork). The hub neither
-// writes nor reads it for this binding; the user renames one of the two.
-type workConflictError struct {
-	work *workv1alpha1.Work
-}
-
-func (e *workConflictError) Error() string {
-	owner := workobjects.WorkOwner(e.work)
-	if owner == "" {
-		owner = "no binding (it names none)"
-	} else {
-		owner = "binding " + owner
-	}
-	return fmt.Sprintf("Work %s/%s belongs to %s, not to this one; it is neither written nor read for this binding until one of the two is renamed or the Work is removed",
-		e.work.Namespace, e.work.Name, owner)
-}
-
-// boundObject reports whether obj is the object the binding names: the
-// binding controller renders only what the detector bound.
-func boundObject(ref workv1alpha1.ObjectReference, obj *unstructured.Unstructured) bool {
-	return ref.APIVersion == obj.GetAPIVersion() && ref.Kind == obj.GetKind() &&
-		ref.Namespace == obj.GetNamespace() && ref.Name == obj.GetName()
+	return &IdentityError{changes: changes, overrides: culprits(applied)}
 }

@@ -1,4 +1,4 @@
-package binding
+package render
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
 
-func TestRenderTargets(t *testing.T) {
+func TestTargets(t *testing.T) {
 	snap := func(name string, clusters ...string) workv1alpha1.BindingSnapshot {
 		s := workv1alpha1.BindingSnapshot{Namespace: "ns", Name: name}
 		for _, c := range clusters {
@@ -20,31 +20,25 @@ func TestRenderTargets(t *testing.T) {
 		return s
 	}
 	tests := []struct {
-		name     string
-		spec     workv1alpha1.ResourceBindingSpec
-		want     []workv1alpha1.TargetCluster
-		required map[string]bool
+		name string
+		spec workv1alpha1.ResourceBindingSpec
+		want []workv1alpha1.TargetCluster
 	}{
 		{name: "no requiredBy", spec: workv1alpha1.ResourceBindingSpec{Clusters: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 2}}},
-			want: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 2}}, required: map[string]bool{"a": false}},
+			want: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 2}}},
 		{name: "dependency only: the union of the dependents' clusters",
 			spec: workv1alpha1.ResourceBindingSpec{RequiredBy: []workv1alpha1.BindingSnapshot{snap("w1", "c", "a"), snap("w2", "b", "a")}},
-			want: []workv1alpha1.TargetCluster{{Name: "a"}, {Name: "b"}, {Name: "c"}}, required: map[string]bool{"a": true, "b": true, "c": true, "d": false}},
+			want: []workv1alpha1.TargetCluster{{Name: "a"}, {Name: "b"}, {Name: "c"}}},
 		{name: "own placement and requiredBy: scheduled clusters keep their replicas",
 			spec: workv1alpha1.ResourceBindingSpec{Clusters: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 1}},
 				RequiredBy: []workv1alpha1.BindingSnapshot{snap("w1", "a", "b")}},
-			want: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 1}, {Name: "b"}}, required: map[string]bool{"a": false, "b": true}},
+			want: []workv1alpha1.TargetCluster{{Name: "a", Replicas: 1}, {Name: "b"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &workv1alpha1.ResourceBinding{Spec: tt.spec}
-			if got := renderTargets(b); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("renderTargets = %+v, want %+v", got, tt.want)
-			}
-			for c, want := range tt.required {
-				if got := required(b, c); got != want {
-					t.Errorf("required(%s) = %v, want %v", c, got, want)
-				}
+			if got := Targets(b); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Targets = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package binding
+package render
 
 import (
 	"encoding/json"
@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
-	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -73,16 +72,15 @@ func PreservedLabels(tasks []workv1alpha1.GracefulEvictionTask, cluster string, 
 	return out
 }
 
-// recordedLabels is the state the cluster's current Work recorded; nil
-// for a Work being deleted (its copy is going; a new one starts afresh).
-func (c *Controller) recordedLabels(binding *workv1alpha1.ResourceBinding, cluster string) map[string]string {
-	obj, exists, _ := c.works.GetByKey(clusterlifecycle.Namespace(cluster) + "/" + workobjects.WorkName(binding.Namespace, binding.Name))
-	if !exists || !workobjects.OwnsWork(binding, obj.(*workv1alpha1.Work)) {
+// recordedState is the state the cluster's current Work recorded; nil
+// when there is no Work, when it is another binding's, or when it is being
+// deleted (its copy is going; a new one starts afresh).
+func recordedState(binding *workv1alpha1.ResourceBinding, current *workv1alpha1.Work) map[string]string {
+	if current == nil || !workobjects.OwnsWork(binding, current) {
 		return nil
 	}
-	w := obj.(*workv1alpha1.Work)
-	raw := w.Annotations[workv1alpha1.AnnotationPreservedLabelState]
-	if w.DeletionTimestamp != nil || raw == "" {
+	raw := current.Annotations[workv1alpha1.AnnotationPreservedLabelState]
+	if current.DeletionTimestamp != nil || raw == "" {
 		return nil
 	}
 	var recorded map[string]string
@@ -92,11 +90,10 @@ func (c *Controller) recordedLabels(binding *workv1alpha1.ResourceBinding, clust
 	return recorded
 }
 
-// injectPreservedState puts the failover state of the copy on cluster into
-// manifest's labels (over the template's own) and returns the annotation
-// that records it on the Work, "" when there is none.
-func (c *Controller) injectPreservedState(binding *workv1alpha1.ResourceBinding, cluster string, manifest *unstructured.Unstructured) string {
-	preserved := PreservedLabels(binding.Spec.GracefulEvictionTasks, cluster, c.recordedLabels(binding, cluster))
+// injectState puts the failover state preserved into manifest's labels
+// (over the template's own) and returns the annotation that records it on
+// the Work, "" when there is none.
+func injectState(preserved map[string]string, manifest *unstructured.Unstructured) string {
 	if len(preserved) == 0 {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package binding
+package render
 
 import (
 	"errors"
@@ -83,7 +83,7 @@ func TestCheckIdentity(t *testing.T) {
 				}
 				return
 			}
-			if identity := (*identityError)(nil); !errors.As(err, &identity) {
+			if identity := (*IdentityError)(nil); !errors.As(err, &identity) {
 				t.Fatalf("want an identity error, got %v", err)
 			}
 			for _, w := range c.want {
