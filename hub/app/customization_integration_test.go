@@ -64,7 +64,10 @@ func TestDividedCustomWorkload(t *testing.T) {
 	if rb.Spec.Replicas != 3 || rb.Spec.ReplicaRequirements == nil || rb.Spec.ReplicaRequirements.ResourceRequest.Cpu().MilliValue() != 250 {
 		t.Fatalf("binding replicas %d, requirements %+v; want 3 of 250m cpu", rb.Spec.Replicas, rb.Spec.ReplicaRequirements)
 	}
-	size := func(o *unstructured.Unstructured) int64 { n, _, _ := unstructured.NestedInt64(o.Object, "spec", "size"); return n }
+	size := func(o *unstructured.Unstructured) int64 {
+		n, _, _ := unstructured.NestedInt64(o.Object, "spec", "size")
+		return n
+	}
 	waitWork(t, fc, "member1", "default", "web-widget", func(o *unstructured.Unstructured) bool { return size(o) == 1 })
 	waitWork(t, fc, "member2", "default", "web-widget", func(o *unstructured.Unstructured) bool { return size(o) == 2 })
 
