@@ -101,4 +101,17 @@ func TestDividedCustomWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReplicas(t, fc, "default", "web-widget", map[string]int32{"member1": 2, "member2": 4})
+
+	// The revision path changes: the Works are rendered anew with the
+	// share at the new path (the template and the binding unchanged).
+	ric, err = rics.Get(ctx, "widgets", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ric.Spec.Customizations.ReplicaRevision.ReplicasPath = "/spec/count"
+	if _, err := rics.Update(ctx, ric, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(o *unstructured.Unstructured) int64 { n, _, _ := unstructured.NestedInt64(o.Object, "spec", "count"); return n }
+	waitWork(t, fc, "member2", "default", "web-widget", func(o *unstructured.Unstructured) bool { return count(o) == 4 && size(o) == 3 })
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -181,6 +182,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 				}
 			}})
 	}
+	// A changed customization may revise replicas elsewhere
+	// (replicaRevision): render every binding again (rare, admin-made).
+	opts.Interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueueAll() })
 	policyChanged := handler(func(any) { c.enqueueAll() })
 	for _, inf := range []cache.SharedIndexInformer{op.Informer(), cop.Informer()} {
 		_, _ = inf.AddEventHandler(policyChanged)
