@@ -455,3 +455,8 @@ func (i *Interpreter) RetainFields(desired, live *unstructured.Unstructured) boo
 	}
 	return changed
 }
+
+// The render package's ReplicaReviser (issue 33's contract).
+var _ interface {
+	ReviseReplica(obj *unstructured.Unstructured, replicas int32) error
+} = (*Interpreter)(nil)
