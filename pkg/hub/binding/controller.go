@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -45,6 +46,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/render"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -88,9 +90,9 @@ type Options struct {
 	// scheduler (a new binding's first status in one write); nil writes at
 	// once.
 	Statuses *bindingstatus.Writer
-	// Interpreter revises a Work's replicas to its cluster's share; nil is
-	// the built-in interpreter.
-	Interpreter render.ReplicaReviser
+	// Interpreter revises a Work's replicas to its cluster's share,
+	// customizations first; nil is the built-in interpreter.
+	Interpreter *resourceinterpreter.Interpreter
 }
 
 // Controller is the binding controller.
@@ -191,6 +193,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 				c.enqueueAll()
 			}
 		}})
+	// A changed customization may revise replicas elsewhere
+	// (replicaRevision): render every binding again (rare, admin-made).
+	opts.Interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueueAll() })
 	return c
 }
 
