@@ -5,18 +5,16 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
-	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/hub/admission"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
 )
 
 // WebhookOptions are the flags of the ResourceInterpreterCustomization
@@ -120,19 +118,7 @@ func startWebhook(ctx context.Context, cancel context.CancelFunc, o WebhookOptio
 	return errs, nil
 }
 
-// validateCustomization is what the webhook calls.
-// TEMPORARY until the ric-core branch (customization.Validate) is merged:
-// a stand-in refusing what obviously does not compile or costs too much.
-var validateCustomization admission.ValidateFunc = func(ric *configv1alpha1.ResourceInterpreterCustomization) field.ErrorList {
-	var errs field.ErrorList
-	if h := ric.Spec.Customizations.HealthInterpretation; h != nil {
-		p := field.NewPath("spec", "customizations", "healthInterpretation", "expression")
-		if strings.HasSuffix(strings.TrimSpace(h.Expression), "==") {
-			errs = append(errs, field.Invalid(p, h.Expression, "compilation failed: Syntax error"))
-		}
-		if strings.Count(h.Expression, ".all(") > 2 {
-			errs = append(errs, field.Invalid(p, h.Expression, "estimated cost exceeds the budget"))
-		}
-	}
-	return errs
-}
+// validateCustomization is what the webhook calls: compiling every rule in
+// Kubernetes' CEL environment against the cost budget, plus the semantic
+// checks (pkg/resourceinterpreter/customization).
+var validateCustomization admission.ValidateFunc = customization.Validate

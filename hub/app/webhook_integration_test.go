@@ -222,10 +222,12 @@ func TestWebhookRefusesCustomizationsThatDoNotCompile(t *testing.T) {
 		t.Fatalf("the webhook never answered: %v", err)
 	}
 	whExpectRefused(t, err, "an expression that does not compile", whHealthField, "Invalid value", "object.status.phase ==")
+	t.Logf("what kubectl apply prints: %v", err)
 
 	_, err = rics.Create(ctx, whCustomization("too-costly",
 		`object.spec.a.all(x, object.spec.b.all(y, object.spec.c.all(z, x + y + z > 0)))`), metav1.CreateOptions{})
 	whExpectRefused(t, err, "an expression over the cost budget", whHealthField, "exceeds the budget")
+	t.Logf("what kubectl apply prints: %v", err)
 
 	valid, err := rics.Create(ctx, whCustomization("valid", `object.status.phase == "Healthy"`), metav1.CreateOptions{})
 	if err != nil {
