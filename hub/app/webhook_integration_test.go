@@ -3,6 +3,9 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -256,13 +259,21 @@ func TestWebhookCertificateSurvivesRestartsAndRepairs(t *testing.T) {
 	whInstallConfiguration(t, env, addr)
 	ctx := context.Background()
 	tune := func(o *app.Options) { o.LeaderElection.LeaderElect = false }
+	// Two replicas start together and race to create the Secret; both
+	// serve the one certificate it ends up holding.
+	otherAddr := testenv.FreeAddr(t)
 	stop := whRunHub(t, env, addr, tune)
+	stopOther := whRunHub(t, env, otherAddr, tune)
 	ca := whWaitCABundle(t, env, "first start")
 	first, err := env.Kube.CoreV1().Secrets(whNamespace).Get(ctx, whSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, a := range []string{addr, otherAddr} {
+		whWaitServing(t, a, first.Data)
+	}
 	stop()
+	stopOther()
 
 	whRunHub(t, env, addr, tune)
 	if again := whWaitCABundle(t, env, "restart"); !bytes.Equal(again, ca) {
@@ -298,5 +309,36 @@ func TestWebhookCertificateSurvivesRestartsAndRepairs(t *testing.T) {
 		return !bytes.Equal(renewed, ca)
 	}); pollErr != nil {
 		t.Fatal("a deleted Secret was not made anew with a new CA")
+	}
+}
+
+// whWaitServing waits until the webhook at addr serves the Secret data's
+// certificate, trusted by its CA for the Service's name.
+func whWaitServing(t *testing.T, addr string, data map[string][]byte) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(data[admission.CACertKey]) {
+		t.Fatal("no CA in the Secret")
+	}
+	want, _ := pem.Decode(data[corev1.TLSCertKey])
+	if want == nil {
+		t.Fatal("no certificate in the Secret")
+	}
+	var last error
+	if err := rbacPoll(30*time.Second, func() bool {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+			&tls.Config{RootCAs: roots, ServerName: "flotilla-hub-webhook.flotilla-system.svc"})
+		if err != nil {
+			last = err
+			return false
+		}
+		defer func() { _ = conn.Close() }()
+		if got := conn.ConnectionState().PeerCertificates[0].Raw; !bytes.Equal(got, want.Bytes) {
+			last = fmt.Errorf("serves another certificate than the Secret's")
+			return false
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("the webhook at %s: %v", addr, last)
 	}
 }
