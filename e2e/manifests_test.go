@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,18 @@ var _ = Describe("Manifests", func() {
 		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), "--kubeconfig", env.Kubeconfig, "--context", env.HubContext,
 			"apply", "--server-side", "--force-conflicts", "-k", filepath.Join(root, "kustomize/hub")).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		// kustomize/hub's webhook configuration calls the hub through its
+		// Service, which has no pods here: put back the one
+		// hack/local-up.sh registered (the local hub's URL; the same field
+		// manager, so the Service reference goes), or customizations could
+		// no longer be written. The hub keeps the caBundle either way.
+		if local := filepath.Join(env.StateDir, "hub-webhook.yaml"); env.StateDir != "" {
+			if _, statErr := os.Stat(local); statErr == nil {
+				out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), "--kubeconfig", env.Kubeconfig, "--context", env.HubContext,
+					"apply", "--server-side", "--force-conflicts", "-f", local).CombinedOutput()
+				Expect(err).NotTo(HaveOccurred(), "%s", out)
+			}
+		}
 
 		cfg, err := env.RestConfig(env.HubContext)
 		Expect(err).NotTo(HaveOccurred())

@@ -37,6 +37,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The hub's DNS traffic manager (MultiClusterIngress hosts).
 hub_dns_port() { echo $((PORT_BASE + 53)); }
+# The hub's admission webhook (ResourceInterpreterCustomizations), HTTPS.
+hub_webhook_port() { echo $((PORT_BASE + 43)); }
 member_dns_port() { echo $((PORT_BASE + 100 * $1)); }
 # CoreDNS's own /metrics (its prometheus plugin), next to its DNS port.
 member_dns_metrics_port() { echo $((PORT_BASE + 100 * $1 + 1)); }

@@ -222,12 +222,26 @@ if [ "$FAST" = 1 ]; then
 		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=15s)
 fi
 
+# The hub's ResourceInterpreterCustomization webhook, registered as in
+# manifests/hub/webhook.yaml but called at the local hub's address (no
+# Service here). The hub keeps its certificate in the Secret
+# flotilla-system/flotilla-hub-webhook-cert and sets the caBundle itself, as
+# in a real install, so a customization that does not compile is refused
+# here too. Kept in $STATE_DIR: the e2e puts it back after applying
+# kustomize/hub (whose configuration calls the Service).
+log "registering the hub's admission webhook at https://127.0.0.1:$(hub_webhook_port)"
+"$KUBECTL" patch --local -f "$ROOT/manifests/hub/webhook.yaml" --type=json -o yaml \
+	-p "[{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig\",\"value\":{\"url\":\"https://127.0.0.1:$(hub_webhook_port)/validate-resourceinterpretercustomization\"}}]" \
+	>"$STATE_DIR/hub-webhook.yaml"
+hubctl apply --server-side --force-conflicts -f "$STATE_DIR/hub-webhook.yaml" >/dev/null
+
 hub_kubeconfig=$STATE_DIR/hub.kubeconfig
 "$KUBECTL" config view --raw --flatten --minify --context "$PREFIX-hub" --kubeconfig "$KUBECONFIG_OUT" >"$hub_kubeconfig"
 chmod 0600 "$hub_kubeconfig"
 start_process hub "$BIN/hub" --kubeconfig "$hub_kubeconfig" \
 	--health-probe-bind-address "127.0.0.1:$PORT_BASE" --metrics-bind-address "127.0.0.1:$((PORT_BASE + 1))" \
-	--leader-elect-resource-name "$PREFIX-hub" --dns-traffic-address "127.0.0.1:$(hub_dns_port)" "${hub_flags[@]}"
+	--leader-elect-resource-name "$PREFIX-hub" --dns-traffic-address "127.0.0.1:$(hub_dns_port)" \
+	--webhook-bind-address 127.0.0.1 --webhook-port "$(hub_webhook_port)" "${hub_flags[@]}"
 health_urls=("http://127.0.0.1:$PORT_BASE/readyz")
 
 for i in $(seq 1 "$MEMBERS"); do
@@ -274,6 +288,8 @@ fi
 	echo "HUB_HEALTH=127.0.0.1:$PORT_BASE"
 	echo "HUB_METRICS=127.0.0.1:$((PORT_BASE + 1))"
 	echo "HUB_DNS=127.0.0.1:$(hub_dns_port)"
+	echo "HUB_WEBHOOK=127.0.0.1:$(hub_webhook_port)"
+	echo "HUB_WEBHOOK_CONFIGURATION=$STATE_DIR/hub-webhook.yaml"
 	echo "MEMBERS=$MEMBERS"
 	for i in $(seq 1 "$MEMBERS"); do
 		echo "MEMBER${i}_NAME=member$i"

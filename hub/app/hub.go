@@ -110,6 +110,9 @@ type Options struct {
 	// DNSEndpointWeightProperty is the ExternalDNS provider-specific
 	// property carrying a weight (aws/weight); "" publishes no weights.
 	DNSEndpointWeightProperty string
+	// Webhook: the ResourceInterpreterCustomization admission webhook
+	// (webhook.go).
+	Webhook WebhookOptions
 }
 
 // NewOptions returns the defaults.
@@ -153,6 +156,7 @@ func NewOptions() *Options {
 		ConcurrentMultiClusterIngressSyncs:  2,
 		DNSTrafficTTL:                       5 * time.Second,
 		DNSTrafficMaxInFlight:               1024,
+		Webhook:                             DefaultWebhookOptions(),
 	}
 }
 
@@ -203,6 +207,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: an ingress's spec.strategy.dnsTtlSeconds, else --dns-traffic-ttl.")
 	fs.StringVar(&o.DNSEndpointWeightProperty, "dns-endpoint-weight-property", o.DNSEndpointWeightProperty,
 		"With --dns-endpoint-publishing: the ExternalDNS provider-specific property that carries a record's weight, for a provider with weighted records (Route53: aws/weight). Set, a weighted host (spec.strategy.weight) gets one record set per cluster with setIdentifier=<cluster> and this property; empty, its clusters share one record set and the weights are not published (providers without weighted records, e.g. CoreDNS, rewrite set-identified records on every run).")
+	o.Webhook.AddFlags(fs)
 }
 
 // Validate reports every invalid flag at once.
@@ -236,6 +241,9 @@ func (o *Options) Validate() error {
 	}
 	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 || o.ResourceEvictionRate < 0 || o.SecondaryEvictionRate < 0 || o.LargeFleetSizeThreshold < 0 {
 		return fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1], eviction rates and --large-fleet-size-threshold must not be negative")
+	}
+	if err := o.Webhook.Validate(); err != nil {
+		return err
 	}
 	return o.LeaderElection.Validate()
 }
@@ -306,6 +314,13 @@ func Run(ctx context.Context, opts *Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- health.Run(ctx) }()
+
+	// The admission webhook serves on every replica, leader or not, so
+	// that writing a customization never waits for an election.
+	webhookErr, err := startWebhook(ctx, cancel, opts.Webhook, clients, health, registry)
+	if err != nil {
+		return err
+	}
 
 	// The DNS traffic manager only reads MultiClusterIngress status, so it
 	// serves on every replica, leader or not: all answer the same.
@@ -466,6 +481,8 @@ func Run(ctx context.Context, opts *Options) error {
 	cancel()
 	select {
 	case err := <-dnsErr:
+		return err
+	case err := <-webhookErr:
 		return err
 	default:
 	}

@@ -21,3 +21,25 @@ func TestValidateDNSEndpointWeightProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateWebhook(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(*WebhookOptions)
+		ok   bool
+	}{
+		{"off by default", func(*WebhookOptions) {}, true},
+		{"on", func(o *WebhookOptions) { o.Port = 9443 }, true},
+		{"port out of range", func(o *WebhookOptions) { o.Port = 70000 }, false},
+		{"negative port", func(o *WebhookOptions) { o.Port = -1 }, false},
+		{"bad secret name", func(o *WebhookOptions) { o.Port, o.SecretName = 9443, "Not_A_Name" }, false},
+		{"no service name", func(o *WebhookOptions) { o.Port, o.ServiceName = 9443, "" }, false},
+		{"own certificates need no names", func(o *WebhookOptions) { o.Port, o.CertDir, o.ServiceName = 9443, "/certs", "" }, true},
+	} {
+		o := NewOptions()
+		tc.tune(&o.Webhook)
+		if err := o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -106,10 +106,16 @@ func rbacStartHubOn(t *testing.T, env *testenv.Env, tuneRole func(*rbacv1.Cluste
 		t.Fatal(err)
 	}
 	h := &rbacHub{env: env, admin: flotillaclient.NewForConfigOrDie(env.Config), metrics: testenv.FreeAddr(t)}
+	// The webhook as shipped (its Secret and the configuration's caBundle
+	// kept under the same RBAC), called at a URL: the test apiserver has
+	// no Service network.
+	webhookAddr := testenv.FreeAddr(t)
+	whInstallConfiguration(t, env, webhookAddr)
 
 	opts := app.NewOptions()
 	opts.Kubeconfig = env.KubeconfigFor(t, env.ServiceAccountConfig(t, rbacHubNamespace, rbacHubAccount))
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = h.metrics, "0"
+	opts.Webhook.BindAddress, opts.Webhook.Port = splitHostPort(t, webhookAddr)
 	opts.BindingStatusHold = time.Second
 	// Leader election stays on, as shipped: it needs the Role
 	// flotilla-hub-leader-election.
@@ -460,6 +466,17 @@ func TestHubAndAgentRunUnderTheShippedRBAC(t *testing.T) {
 	}
 	if v := h.rbacForbiddenWrites(t, "resourcebindings/status", "patch"); v != 0 {
 		t.Errorf("flotilla_hub_forbidden_writes_total counts %v refused status patches", v)
+	}
+
+	// The webhook: the hub made its Secret and gave the configuration its
+	// CA as itself, and refuses a customization that does not compile.
+	whWaitCABundle(t, h.env, "under the shipped RBAC")
+	var refusal error
+	if err := rbacPoll(30*time.Second, func() bool {
+		_, refusal = h.admin.ConfigV1alpha1().ResourceInterpreterCustomizations().Create(ctx, whCustomization("bad", "object =="), metav1.CreateOptions{})
+		return refusal != nil && strings.Contains(refusal.Error(), "denied the request")
+	}); err != nil {
+		t.Errorf("the webhook did not refuse a customization that does not compile: %v", refusal)
 	}
 }
 
