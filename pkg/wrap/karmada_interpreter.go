@@ -11,6 +11,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
 )
 
 // karmadaCustomizationKind is Karmada's ResourceInterpreterCustomization.
@@ -86,6 +87,9 @@ func convertKarmadaCustomization(s sourced, res *Result) (*unstructured.Unstruct
 		}
 		path := "spec.customizations." + op + ".luaScript"
 		notes, err := convertOperation(op, c.LuaScript, &rules)
+		if err == nil {
+			err = compiles(in.Spec.Target.APIVersion, in.Spec.Target.Kind, op, &rules)
+		}
 		if err != nil {
 			report(path, fmt.Sprintf("Lua script not converted (%s); %s", reason(err), operationHint(op)))
 			continue
@@ -183,9 +187,55 @@ func convertOperation(op, script string, rules *configv1alpha1.CustomizationRule
 		}
 		return nil, notConvertible("folds the clusters' statuses in Lua")
 	case "componentResource":
-		return nil, fmt.Errorf("Flotilla schedules one pod template per workload, it has no components")
+		return nil, errors.New("components have no equivalent: Flotilla schedules one pod template per workload")
 	}
 	return nil, notConvertible("unknown operation")
+}
+
+// compiles checks the rule just converted for op as the webhook will
+// (customization.Validate: it compiles, within the cost budget); a rule
+// that does not is removed from rules and reported.
+func compiles(apiVersion, kind, op string, rules *configv1alpha1.CustomizationRules) error {
+	if op == "retention" && rules.Retention == nil {
+		return nil // nothing to retain, noted
+	}
+	one := configv1alpha1.CustomizationRules{}
+	switch op {
+	case "healthInterpretation":
+		one.HealthInterpretation, rules.HealthInterpretation = rules.HealthInterpretation, nil
+	case "replicaResource":
+		one.ReplicaResource, rules.ReplicaResource = rules.ReplicaResource, nil
+	case "replicaRevision":
+		one.ReplicaRevision, rules.ReplicaRevision = rules.ReplicaRevision, nil
+	case "statusReflection":
+		one.StatusReflection, rules.StatusReflection = rules.StatusReflection, nil
+	case "dependencyInterpretation":
+		one.DependencyInterpretation, rules.DependencyInterpretation = rules.DependencyInterpretation, nil
+	case "retention":
+		one.Retention, rules.Retention = rules.Retention, nil
+	default:
+		return nil
+	}
+	ric := &configv1alpha1.ResourceInterpreterCustomization{Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
+		Target: configv1alpha1.CustomizationTarget{APIVersion: apiVersion, Kind: kind}, Customizations: one}}
+	if errs := customization.Validate(ric); len(errs) > 0 {
+		return fmt.Errorf("its CEL translation is refused: %s", errs[0].Detail)
+	}
+	switch op {
+	case "healthInterpretation":
+		rules.HealthInterpretation = one.HealthInterpretation
+	case "replicaResource":
+		rules.ReplicaResource = one.ReplicaResource
+	case "replicaRevision":
+		rules.ReplicaRevision = one.ReplicaRevision
+	case "statusReflection":
+		rules.StatusReflection = one.StatusReflection
+	case "dependencyInterpretation":
+		rules.DependencyInterpretation = one.DependencyInterpretation
+	case "retention":
+		rules.Retention = one.Retention
+	}
+	return nil
 }
 
 // maxExpressionLength is the API's limit on one expression.

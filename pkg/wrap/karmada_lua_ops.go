@@ -276,23 +276,27 @@ func podDependenciesCEL(template []string) string {
 	spec := celOptPath(template) + ".?spec"
 	volumes := spec + ".?volumes.orValue([])"
 	containers := fmt.Sprintf("(%[1]s.?initContainers.orValue([]) + %[1]s.?containers.orValue([]) + %[1]s.?ephemeralContainers.orValue([]))", spec)
-	refs := func(kind, names string) string {
-		return fmt.Sprintf(`%s.filter(n, n != "").distinct().map(n, {"apiVersion": "v1", "kind": %q, "name": string(n)})`, names, kind)
+	ref := func(kind, name string) string {
+		return fmt.Sprintf(`{"apiVersion": "v1", "kind": %q, "name": string(%s.orValue(""))}`, kind, name)
 	}
-	configMaps := fmt.Sprintf(`(%s.map(v, [v.?configMap.?name.orValue("")] + v.?projected.?sources.orValue([]).map(s, s.?configMap.?name.orValue(""))).flatten() + `+
-		`%s.map(c, c.?env.orValue([]).map(e, e.?valueFrom.?configMapKeyRef.?name.orValue("")) + c.?envFrom.orValue([]).map(e, e.?configMapRef.?name.orValue(""))).flatten())`,
-		volumes, containers)
-	secrets := fmt.Sprintf(`(%s.map(v, [v.?secret.?secretName.orValue(""), v.?azureFile.?secretName.orValue(""), v.?csi.?nodePublishSecretRef.?name.orValue("")] + `+
-		`["%s"].map(k, v[?k].?secretRef.?name.orValue("")) + v.?projected.?sources.orValue([]).map(s, s.?secret.?name.orValue(""))).flatten() + `+
-		`%s.map(c, c.?env.orValue([]).map(e, e.?valueFrom.?secretKeyRef.?name.orValue("")) + c.?envFrom.orValue([]).map(e, e.?secretRef.?name.orValue(""))).flatten() + `+
-		`%s.?imagePullSecrets.orValue([]).map(s, s.?name.orValue("")))`,
-		volumes, strings.Join(secretVolumeSources, `", "`), containers, spec)
-	serviceAccounts := fmt.Sprintf(`[%s.?serviceAccountName.orValue("")].filter(n, n != "default")`, spec)
-	claims := fmt.Sprintf(`%s.map(v, v.?persistentVolumeClaim.?claimName.orValue(""))`, volumes)
-	return strings.Join([]string{
-		refs("ConfigMap", configMaps),
-		refs("Secret", secrets),
-		refs("ServiceAccount", serviceAccounts),
-		refs("PersistentVolumeClaim", claims),
-	}, " + ")
+	secretSources := make([]string, 0, len(secretVolumeSources))
+	for _, k := range secretVolumeSources {
+		secretSources = append(secretSources, ref("Secret", "v.?"+k+".?secretRef.?name"))
+	}
+	// One pass per list, each element giving its candidate references;
+	// empty names (absent fields) are dropped at the end. Fewer passes
+	// keep the estimated cost within the budget.
+	parts := []string{
+		fmt.Sprintf(`%s.map(v, [%s, %s, %s, %s, %s, %s]).flatten()`, volumes,
+			ref("ConfigMap", "v.?configMap.?name"), ref("Secret", "v.?secret.?secretName"), ref("Secret", "v.?azureFile.?secretName"),
+			ref("Secret", "v.?csi.?nodePublishSecretRef.?name"), strings.Join(secretSources, ", "), ref("PersistentVolumeClaim", "v.?persistentVolumeClaim.?claimName")),
+		fmt.Sprintf(`%s.map(v, v.?projected.?sources.orValue([]).map(s, [%s, %s])).flatten().flatten()`, volumes,
+			ref("ConfigMap", "s.?configMap.?name"), ref("Secret", "s.?secret.?name")),
+		fmt.Sprintf(`%s.map(c, c.?env.orValue([]).map(e, [%s, %s]) + c.?envFrom.orValue([]).map(e, [%s, %s])).flatten().flatten()`, containers,
+			ref("ConfigMap", "e.?valueFrom.?configMapKeyRef.?name"), ref("Secret", "e.?valueFrom.?secretKeyRef.?name"),
+			ref("ConfigMap", "e.?configMapRef.?name"), ref("Secret", "e.?secretRef.?name")),
+		fmt.Sprintf(`%s.?imagePullSecrets.orValue([]).map(s, %s)`, spec, ref("Secret", "s.?name")),
+		fmt.Sprintf(`[%s].filter(r, r.name != "default")`, ref("ServiceAccount", spec+".?serviceAccountName")),
+	}
+	return "(" + strings.Join(parts, " + ") + `).filter(r, r.name != "")`
 }
