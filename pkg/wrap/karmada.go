@@ -73,6 +73,9 @@ var karmadaKeys = map[string]string{
 func convertKarmada(s sourced, opts Options, res *Result) (*unstructured.Unstructured, error) {
 	defaultNamespace := opts.Namespace
 	gvk := s.obj.GroupVersionKind()
+	if gvk.GroupKind() == karmadaCustomizationKind && gvk.Version == karmadaVersion {
+		return convertKarmadaCustomization(s, res)
+	}
 	target, ok := karmadaKinds[gvk.GroupKind()]
 	if !ok || gvk.Version != karmadaVersion {
 		msg := "kind not supported by Flotilla, not emitted"

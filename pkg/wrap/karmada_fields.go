@@ -263,7 +263,6 @@ func rebalancerNotes(obj map[string]any, desc, src string, opts Options, res *Re
 // unsupportedKindHints say, for Karmada kinds Flotilla has no equivalent
 // of, what to use instead where there is something.
 var unsupportedKindHints = map[schema.GroupKind]string{
-	{Group: "config.karmada.io", Kind: "ResourceInterpreterCustomization"}:        "no resource interpreter; list a workload's other dependencies in its template's spec.dependencies",
 	{Group: "config.karmada.io", Kind: "ResourceInterpreterWebhookConfiguration"}: "no resource interpreter webhooks",
 	{Group: "autoscaling.karmada.io", Kind: "FederatedHPA"}:                       "no federated autoscaling",
 	{Group: "autoscaling.karmada.io", Kind: "CronFederatedHPA"}:                   "no federated autoscaling",

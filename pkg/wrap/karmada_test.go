@@ -201,7 +201,7 @@ func TestKarmadaSeeds(t *testing.T) {
 		{file: "unsupported.yaml",
 			kinds: []string{"PropagationPolicy default/nginx", "OverridePolicy default/nginx"},
 			unsupported: []string{"spec.activationPreference", "spec.failover.application.statePreservation.rules[1]",
-				"spec.overrideRules[0].overriders.fieldOverrider",
+				"spec.healthInterpretation", "spec.overrideRules[0].overriders.fieldOverrider",
 				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo", "spec.placement.workloadAffinity",
 				"spec.schedulePriority", "spec.schedulerName"},
 			check: func(t *testing.T, objs []runtime.Object) {
@@ -322,8 +322,10 @@ func TestKarmadaUnsupportedKinds(t *testing.T) {
 		}
 	}
 	want := []string{
-		"ResourceInterpreterCustomization declarative-configuration-example (config.karmada.io/v1alpha1): kind not supported by Flotilla " +
-			"(no resource interpreter; list a workload's other dependencies in its template's spec.dependencies), not emitted (unsupported.yaml, document 3)",
+		// The seed's customization puts its script at spec.healthInterpretation,
+		// where Karmada has no field (it belongs under spec.customizations):
+		// reported, and with nothing converted not emitted.
+		"ResourceInterpreterCustomization declarative-configuration-example: no operation converted, not emitted (unsupported.yaml, document 3)",
 		"FederatedHPA default/nginx (autoscaling.karmada.io/v1alpha1): kind not supported by Flotilla (no federated autoscaling), not emitted (unsupported.yaml, document 4)",
 		"Remedy foo (rededition.karmada.io/v1alpha1): kind not supported by Flotilla, not emitted (unsupported.yaml, document 5)",
 	}
