@@ -140,9 +140,8 @@ type ReplicaResourceRequirement struct {
 	// PodTemplate is a CEL expression over `object` that evaluates to the
 	// pod template one replica runs (a PodTemplateSpec), e.g.
 	// `object.spec.template`. Its containers' requests (init containers
-	// and overhead counted as the scheduler does), node selector,
-	// tolerations and priority class become the replica requirements.
-	// Empty: no requirements.
+	// and overhead counted as the scheduler does) become the replica
+	// requirements, as for a Deployment. Empty: no requirements.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	PodTemplate string `json:"podTemplate,omitempty"`
