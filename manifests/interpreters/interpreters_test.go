@@ -33,6 +33,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -137,10 +138,16 @@ func load(t testing.TB, kind string) *shipped {
 	return nil
 }
 
-// loadCRD reads the CRD's schema of the target's version.
+// loadCRD reads the schema of the target's version of a CRD of test/crds.
 func (s *shipped) loadCRD(t testing.TB, file, apiVersion string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "test", "crds", file))
+	s.loadCRDFile(t, filepath.Join("..", "..", "test", "crds", file), apiVersion)
+}
+
+// loadCRDFile reads the schema of a version of the CRD in path.
+func (s *shipped) loadCRDFile(t testing.TB, path, apiVersion string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +171,7 @@ func (s *shipped) loadCRD(t testing.TB, file, apiVersion string) {
 		}
 		return
 	}
-	t.Fatalf("%s has no version %s", file, apiVersion)
+	t.Fatalf("%s has no version %s", path, apiVersion)
 }
 
 // object decodes a sample object (YAML) as an informer would (integers are
@@ -242,8 +249,21 @@ func TestValidate(t *testing.T) {
 	if diff := cmp.Diff(files, kustomization.Resources); diff != "" {
 		t.Errorf("kustomization.yaml resources vs. the files here (-files +resources):\n%s", diff)
 	}
+	// As the hub's apiserver will check them: the RIC CRD's schema
+	// (expression lengths, pointer patterns, required fields).
+	crd := &shipped{}
+	crd.loadCRDFile(t, filepath.Join("..", "crds", "config.flotilla.io_resourceinterpretercustomizations.yaml"),
+		configv1alpha1.SchemeGroupVersion.String())
 	names := map[string]bool{}
 	for _, ric := range rics {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(u, "status")
+		if errs := apiservervalidation.ValidateCustomResource(field.NewPath(ric.Name), u, crd.validator); len(errs) > 0 {
+			t.Errorf("%s: refused by the ResourceInterpreterCustomization CRD: %v", ric.Name, errs.ToAggregate())
+		}
 		if errs := customization.Validate(ric); len(errs) > 0 {
 			t.Errorf("%s: %v", ric.Name, errs.ToAggregate())
 		}
