@@ -1,7 +1,10 @@
-// Package resourceinterpreter holds Flotilla's built-in knowledge of
-// Kubernetes kinds: whether an object on a member is healthy, and which part
-// of its status travels back to the hub. The agent uses it to report each
-// manifest; the hub reads what it reported.
+// Package resourceinterpreter holds Flotilla's knowledge of kinds: whether
+// an object on a member is healthy, which part of its status travels back
+// to the hub, its replicas and dependencies. The free functions are the
+// built-in interpreter of Kubernetes' kinds (with a generic health
+// judgement for the others); an Interpreter puts the
+// ResourceInterpreterCustomizations it is fed first. The agent uses it to
+// report each manifest; the hub to divide, render and aggregate.
 //
 // Health is generation-aware: a workload's status counts only once its
 // controller has observed the current generation, so a status written for
@@ -26,7 +29,10 @@ import (
 // the Work CRD refuses) are left out.
 const maxReflectedStatus = statuslimits.MaxReflectedStatus
 
-// Health judges obj, which was applied successfully.
+// Health judges obj, which was applied successfully, with the built-in
+// interpreter of its kind, or the generic judgement from status
+// conventions for other kinds (genericHealth: Unknown when there is
+// nothing to judge). Interpreter.Health puts customizations first.
 func Health(obj *unstructured.Unstructured) workv1alpha1.ResourceHealth {
 	if obj == nil {
 		return workv1alpha1.ResourceUnknown
@@ -67,7 +73,7 @@ func Health(obj *unstructured.Unstructured) workv1alpha1.ResourceHealth {
 	case schema.GroupKind{Group: "policy", Kind: "PodDisruptionBudget"}:
 		return healthy(observedCurrent(obj) && num(o, "status", "currentHealthy") >= num(o, "status", "desiredHealthy"))
 	default:
-		return workv1alpha1.ResourceHealthy
+		return genericHealth(obj)
 	}
 }
 

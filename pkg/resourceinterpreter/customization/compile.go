@@ -243,7 +243,13 @@ func compileExpression(src string, path *field.Path, want resultKind, vars strin
 	}
 	ast, issues := env.Compile(src)
 	if issues != nil && issues.Err() != nil {
-		return nil, field.Invalid(path, src, "compilation failed: "+issues.String())
+		msg := "compilation failed: " + issues.String()
+		if strings.Contains(msg, "expected type") {
+			// Kubernetes' CEL refuses mixed list and map literals.
+			msg += "\n(list and map literals must be homogeneous, as everywhere in Kubernetes' CEL: wrap mixed values in dyn(), " +
+				`e.g. {"kind": dyn("ConfigMap"), "name": object.spec.configName})`
+		}
+		return nil, field.Invalid(path, src, msg)
 	}
 	if !want.accepts(ast.OutputType()) {
 		return nil, field.Invalid(path, src, fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType()))
