@@ -27,6 +27,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/e2e/framework"
 	flotillaapp "github.com/flotilla-io/flotilla/kubectl-flotilla/app"
+	"github.com/flotilla-io/flotilla/manifests/interpreters"
 	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -276,7 +277,13 @@ func (s *shippedSpec) applyShippedCustomizations(ctx context.Context) {
 		"apply", "--server-side", "-k", filepath.Join(s.root, "manifests", "interpreters"))
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "kubectl apply -k manifests/interpreters:\n%s", out)
-	names := []string{"rollouts.v1alpha1.argoproj.io", "flinkdeployments.v1beta1.flink.apache.org"}
+	rics, err := interpreters.Load()
+	Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, ric := range rics {
+		names = append(names, ric.Name)
+	}
+	Expect(names).To(ContainElements("rollouts.v1alpha1.argoproj.io", "flinkdeployments.v1beta1.flink.apache.org"))
 	DeferCleanup(func(ctx context.Context) {
 		for _, n := range names {
 			_ = s.flotilla.ConfigV1alpha1().ResourceInterpreterCustomizations().Delete(ctx, n, metav1.DeleteOptions{})

@@ -114,6 +114,7 @@ type shipped struct {
 var crdFiles = map[string]string{
 	"Rollout":         "argo-rollouts/rollout-crd.yaml",
 	"FlinkDeployment": "flink-kubernetes-operator/flinkdeployments.flink.apache.org-v1.yml",
+	"CloneSet":        "openkruise/apps.kruise.io_clonesets.yaml",
 }
 
 func load(t testing.TB, kind string) *shipped {
