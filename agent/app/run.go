@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/health"
 	"github.com/flotilla-io/flotilla/pkg/healthserver"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
@@ -260,11 +261,31 @@ func runLeader(ctx context.Context, opts *Options, identity string, member kuber
 		workFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0,
 			flotillainformers.WithNamespace(lease.Namespace(opts.ClusterName)), flotillainformers.WithTransform(stripManagedFields))
 		works := workFactory.Work().V1alpha1().Works().Informer()
+		// The hub's ResourceInterpreterCustomizations (cluster-scoped,
+		// read-only): health, reflected status and retained fields of
+		// customized kinds, picked up without a restart.
+		ricFactory := flotillainformers.NewSharedInformerFactoryWithOptions(hubFlotilla, 0, flotillainformers.WithTransform(stripManagedFields))
+		ricInformer := ricFactory.Config().V1alpha1().ResourceInterpreterCustomizations().Informer()
+		interpreter := resourceinterpreter.New()
+		if err := interpreter.Watch(ricInformer); err != nil {
+			klog.FromContext(ctx).Error(err, "Watching ResourceInterpreterCustomizations")
+		}
+		ricFactory.Start(ctx.Done())
+		defer ricFactory.Shutdown()
+		// Wait a little for the customizations, so the first reports
+		// judge customized kinds by their rules; an agent whose hub
+		// identity may not read them (a hub older than its agent) goes on
+		// with the built-in interpretation.
+		syncCtx, cancelSync := context.WithTimeout(ctx, 10*time.Second)
+		if !cache.WaitForCacheSync(syncCtx.Done(), ricInformer.HasSynced) {
+			klog.FromContext(ctx).Info("ResourceInterpreterCustomizations not synced; using the built-in interpretation until they are")
+		}
+		cancelSync()
 		execution := execution.NewController(hubFlotilla, works, memberDynamic, memberMetadata, member, memberDiscovery, execution.Options{
 			Namespace: lease.Namespace(opts.ClusterName), FieldManager: opts.FieldManager, Workers: opts.ConcurrentWorkSyncs,
 			OrphanGracePeriod: opts.OrphanGracePeriod, Metrics: m, Recorder: recorder, MayWrite: leader.Check,
 			AgentNamespace: opts.LeaderElection.ResourceNamespace, AllowedSystemNamespaces: opts.AllowedSystemNamespaces,
-			AllowFlotillaKinds: opts.AllowFlotillaKinds,
+			AllowFlotillaKinds: opts.AllowFlotillaKinds, Interpreter: interpreter,
 		})
 		workFactory.Start(ctx.Done())
 		defer workFactory.Shutdown()

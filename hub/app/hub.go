@@ -52,11 +52,13 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/gracefuleviction"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/ingress"
+	"github.com/flotilla-io/flotilla/pkg/hub/interpretercustomization"
 	"github.com/flotilla-io/flotilla/pkg/hub/remedy"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/hub/workloadrebalancer"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
@@ -364,12 +366,23 @@ func Run(ctx context.Context, opts *Options) error {
 		statusDenials := forbidden.NewDenials()
 		// The detector re-checks each template's scope against the host's
 		// discovery (cached; refreshed at most once a minute on a miss).
+		// ResourceInterpreterCustomizations: read by every controller that
+		// interprets objects, changes picked up without a restart; the
+		// interpreter-customization controller says on each whether it
+		// compiled.
+		ricInformer := factory.Config().V1alpha1().ResourceInterpreterCustomizations().Informer()
+		interpreter := resourceinterpreter.New()
+		if err := interpreter.Watch(ricInformer); err != nil {
+			klog.ErrorS(err, "Watching ResourceInterpreterCustomizations")
+		}
+		ricCtl := interpretercustomization.NewController(clients.flotilla("interpreter-customization"), ricInformer, recorder)
 		detectorCtl := detector.NewController(clients.flotilla("detector"), factory, recorder,
 			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
-			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials).WithPreemptionMetric(hubMetrics.PolicyPreemptions)
+			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials).WithPreemptionMetric(hubMetrics.PolicyPreemptions).
+			WithInterpreter(interpreter)
 		// propagateDeps: the same scope check as the detector's, so a
 		// dependency is never an object the detector would refuse.
-		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder,
+		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder, Interpreter: interpreter,
 			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
 		// One writer of the status the scheduler and the binding controller
 		// share: a new binding's first status is one write.
@@ -378,7 +391,7 @@ func Run(ctx context.Context, opts *Options) error {
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
-			Statuses: bindingStatuses})
+			Statuses: bindingStatuses, Interpreter: interpreter})
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
@@ -430,6 +443,8 @@ func Run(ctx context.Context, opts *Options) error {
 			{failbackCtl.Run, 1},
 			// WorkloadRebalancers are one-shot and rare: one worker.
 			{rebalancerCtl.Run, 1},
+			// Customizations are few and admin-written: one worker.
+			{ricCtl.Run, 1},
 			{remedyCtl.Run, opts.ConcurrentClusterSyncs}, {ingressCtl.Run, opts.ConcurrentMultiClusterIngressSyncs},
 		}
 		if dnsEndpointCtl != nil {

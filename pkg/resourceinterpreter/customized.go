@@ -52,7 +52,8 @@ type Interpreter struct {
 	mu sync.Mutex
 	// byName is every customization seen, compiled or not.
 	byName    map[string]compiled
-	listeners []func(schema.GroupVersionKind)
+	listeners map[int]func(schema.GroupVersionKind)
+	nextID    int
 }
 
 type compiled struct {
@@ -65,7 +66,7 @@ var Default *Interpreter
 
 // New returns an Interpreter without customizations.
 func New() *Interpreter {
-	i := &Interpreter{byName: map[string]compiled{}}
+	i := &Interpreter{byName: map[string]compiled{}, listeners: map[int]func(schema.GroupVersionKind){}}
 	empty := map[schema.GroupVersionKind]*customization.Rules{}
 	i.rules.Store(&empty)
 	return i
@@ -74,11 +75,31 @@ func New() *Interpreter {
 // OnChange registers f, called (outside any lock, from the informer's
 // goroutine) with the target kind of every customization that is added,
 // changed or deleted, so that a controller can re-interpret the objects of
-// that kind without waiting for them to change.
-func (i *Interpreter) OnChange(f func(schema.GroupVersionKind)) {
+// that kind without waiting for them to change. The returned func
+// unregisters f (a controller that stops). A nil Interpreter never calls f.
+func (i *Interpreter) OnChange(f func(schema.GroupVersionKind)) (remove func()) {
+	if i == nil {
+		return func() {}
+	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.listeners = append(i.listeners, f)
+	id := i.nextID
+	i.nextID++
+	i.listeners[id] = f
+	return func() {
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		delete(i.listeners, id)
+	}
+}
+
+// snapshotListeners returns the listeners; called with mu held.
+func (i *Interpreter) snapshotListeners() []func(schema.GroupVersionKind) {
+	out := make([]func(schema.GroupVersionKind), 0, len(i.listeners))
+	for _, f := range i.listeners {
+		out = append(out, f)
+	}
+	return out
 }
 
 // Watch feeds i from a ResourceInterpreterCustomization informer.
@@ -122,7 +143,7 @@ func (i *Interpreter) Set(ric *configv1alpha1.ResourceInterpreterCustomization) 
 	prev, had := i.byName[ric.Name]
 	i.byName[ric.Name] = c
 	i.rebuild()
-	listeners := i.listeners
+	listeners := i.snapshotListeners()
 	i.mu.Unlock()
 	if had && prev.target != c.target {
 		notify(listeners, prev.target)
@@ -136,7 +157,7 @@ func (i *Interpreter) Delete(name string) {
 	prev, had := i.byName[name]
 	delete(i.byName, name)
 	i.rebuild()
-	listeners := i.listeners
+	listeners := i.snapshotListeners()
 	i.mu.Unlock()
 	if had {
 		notify(listeners, prev.target)

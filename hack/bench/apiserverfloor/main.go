@@ -473,7 +473,7 @@ func templateStatusOf(tmpl *workv1alpha1.ResourceTemplate, rb *workv1alpha1.Reso
 	s.Conditions = append(s.Conditions, metav1.Condition{Type: workobjects.TemplateConditionPropagated, Status: metav1.ConditionTrue, Reason: "PolicyMatched",
 		Message:            fmt.Sprintf("propagated by PropagationPolicy %s/%s", rb.Namespace, rb.Labels[workobjects.LabelPropagationPolicyName]),
 		ObservedGeneration: tmpl.Generation, LastTransitionTime: metav1.Now()})
-	detector.MirrorBinding(&s, rb, tmpl.Generation)
+	detector.MirrorBinding(nil, &s, rb, tmpl.Generation)
 	return s
 }
 

@@ -222,6 +222,9 @@ func (c *Controller) applyTo(ctx context.Context, work *workv1alpha1.Work, desir
 	// Only an object this Work created keeps the created mark; adopting
 	// never adds it (Overwrite of another Work's object included).
 	c.stamp(desired, work, hash, owner == workKey(work) && createdByFlotilla(live))
+	// Fields a customization names as the member's (retention) keep their
+	// live values: applying leaves them be and they are never drift.
+	c.opts.Interpreter.RetainFields(desired, live)
 	if live.GetAnnotations()[workv1alpha1.AnnotationManifestHash] == hash && isSubset(desired.Object, live.Object) {
 		res.outcome = OutcomeUnchanged
 		return res

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -106,6 +107,10 @@ type Options struct {
 	// AllowFlotillaKinds lets Works carry flotilla.io kinds
 	// (--allow-flotilla-kinds).
 	AllowFlotillaKinds bool
+	// Interpreter judges health, reflects status and names the retained
+	// fields, ResourceInterpreterCustomizations first (nil: the built-in
+	// interpreter). A change of a customization re-reports every Work.
+	Interpreter *resourceinterpreter.Interpreter
 }
 
 // Controller applies the Works of one cluster.
@@ -139,6 +144,8 @@ type Controller struct {
 	orphanMu    sync.Mutex
 	orphanSince map[string]time.Time
 	stopCh      chan struct{}
+	// stopInterpreterWatch unregisters from the Interpreter's changes.
+	stopInterpreterWatch func()
 }
 
 // NewController returns a Controller. works is an informer on the Works in
@@ -171,6 +178,14 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 	if memberKube != nil {
 		c.endpoints = newEndpointCounter(memberKube, func(work string) { c.queue.Add(work) })
 	}
+	// A changed rule changes what is reported (and retained) for objects
+	// that did not change: sync every Work again.
+	c.stopInterpreterWatch = opts.Interpreter.OnChange(func(schema.GroupVersionKind) {
+		list, _ := c.works.Works(c.opts.Namespace).List(labels.Everything())
+		for _, w := range list {
+			c.queue.Add(w.Name)
+		}
+	})
 	_, _ = works.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueWork,
 		UpdateFunc: func(old, cur any) { c.enqueueWorkUpdate(old, cur) },
@@ -221,6 +236,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
 	defer close(c.stopCh)
+	defer c.stopInterpreterWatch()
 	logger := klog.FromContext(ctx)
 	logger.Info("Applying Works", "namespace", c.opts.Namespace, "workers", c.opts.Workers)
 	if !cache.WaitForNamedCacheSync("work", ctx.Done(), c.worksSync) {
@@ -443,11 +459,11 @@ func (c *Controller) writeStatus(ctx context.Context, work *workv1alpha1.Work, r
 	for _, r := range results {
 		ms := workv1alpha1.ManifestStatus{Identifier: r.identifier, Health: workv1alpha1.ResourceUnknown}
 		if r.live != nil {
-			ms.Status = resourceinterpreter.ReflectStatus(r.live)
+			ms.Status = c.opts.Interpreter.ReflectStatus(r.live)
 		}
 		if r.ok() {
 			ms.ReadyEndpoints = c.endpoints.readyEndpoints(work.Name, r.live)
-			ms.Health = resourceinterpreter.Health(r.live)
+			ms.Health = c.opts.Interpreter.Health(r.live)
 			if ms.Health != workv1alpha1.ResourceHealthy {
 				unhealthy = append(unhealthy, describe(r))
 			}

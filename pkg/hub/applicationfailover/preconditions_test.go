@@ -54,6 +54,11 @@ func TestDecidePreConditions(t *testing.T) {
 		{name: "no preConditions: toleration from unhealthySince", item: unhealthy(time.Minute, time.Hour, false), due: true},
 		{name: "healthy: nothing to decide", item: &workv1alpha1.AggregatedStatusItem{ClusterName: "m1", Health: workv1alpha1.ResourceHealthy, ObservedGeneration: 3},
 			pre: delay(600)},
+		// Unknown (a kind nothing can judge, a rule failing on the
+		// object) never starts application failover by itself, however
+		// long it lasts.
+		{name: "unknown: nothing to decide", item: &workv1alpha1.AggregatedStatusItem{ClusterName: "m1", Applied: true, Health: workv1alpha1.ResourceUnknown,
+			UnhealthySince: ago(time.Hour), FirstReportedTime: ago(time.Hour), ObservedGeneration: 3}},
 		// delaySeconds: unhealthy since its first report, 100 s ago; the
 		// delay of 600 s holds the toleration (30 s) back until 530 s
 		// from now.

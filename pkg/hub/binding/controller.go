@@ -91,6 +91,9 @@ type Options struct {
 	// scheduler (a new binding's first status in one write); nil writes at
 	// once.
 	Statuses *bindingstatus.Writer
+	// Interpreter revises replicas, customizations first (nil: the
+	// built-in interpreter).
+	Interpreter *resourceinterpreter.Interpreter
 }
 
 // Controller is the binding controller.
@@ -474,7 +477,7 @@ func (c *Controller) render(binding *workv1alpha1.ResourceBinding, obj *unstruct
 	manifest := obj.DeepCopy()
 	cleanManifest(manifest)
 	if binding.Spec.Replicas > 0 && targeted(binding, target.Name) {
-		if err := resourceinterpreter.ReviseReplica(manifest, target.Replicas); err != nil {
+		if err := c.opts.Interpreter.ReviseReplica(manifest, target.Replicas); err != nil {
 			return nil, err
 		}
 		if divided(binding) {

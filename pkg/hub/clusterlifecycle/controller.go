@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
@@ -375,10 +376,14 @@ func AgentNamespaceRules(cluster string) []rbacv1.PolicyRule {
 	}
 }
 
-// AgentClusterRules let the agent read and report its own Cluster only.
+// AgentClusterRules let the agent read and report its own Cluster only,
+// and read the ResourceInterpreterCustomizations (how to judge the health
+// of, and what to retain of, the kinds it applies).
 func AgentClusterRules(cluster string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{clusterv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"clusters", "clusters/status"},
 			ResourceNames: []string{cluster}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{configv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"resourceinterpretercustomizations"},
+			Verbs: []string{"get", "list", "watch"}},
 	}
 }

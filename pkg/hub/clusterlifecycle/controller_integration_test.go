@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
@@ -118,6 +119,10 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			return err
 		},
 		"list its Works": func() error { _, err := agent.WorkV1alpha1().Works(ns1).List(ctx, metav1.ListOptions{}); return err },
+		"read ResourceInterpreterCustomizations": func() error {
+			_, err := agent.ConfigV1alpha1().ResourceInterpreterCustomizations().List(ctx, metav1.ListOptions{})
+			return err
+		},
 		"renew its own hub token": func() error {
 			return requestToken(kube, ns1, clusterlifecycle.AgentServiceAccount)
 		},
@@ -185,6 +190,12 @@ func TestAgentIdentityIsLeastPrivilege(t *testing.T) {
 			return err
 		},
 		"delete its Work": func() error { return agent.WorkV1alpha1().Works(ns1).Delete(ctx, "w", metav1.DeleteOptions{}) },
+		"write a ResourceInterpreterCustomization": func() error {
+			_, err := agent.ConfigV1alpha1().ResourceInterpreterCustomizations().Create(ctx, &configv1alpha1.ResourceInterpreterCustomization{
+				ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
+					Target: configv1alpha1.CustomizationTarget{APIVersion: "example.com/v1", Kind: "Widget"}}}, metav1.CreateOptions{})
+			return err
+		},
 		// Events about Clusters live in each cluster's namespace
 		// (clusterevents): none in the shared "default", none in another's.
 		"create events in default": func() error {

@@ -44,6 +44,7 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -65,6 +66,9 @@ type Options struct {
 	// Scope tells namespaced kinds from cluster-scoped ones (the
 	// detector's HostScope); nil knows none, so only namespaces are checked.
 	Scope ScopeFunc
+	// Interpreter lists a workload's dependencies, customizations first
+	// (nil: the built-in interpreter).
+	Interpreter *resourceinterpreter.Interpreter
 }
 
 // Controller keeps dependencies' spec.requiredBy in step with the
@@ -275,7 +279,7 @@ func (c *Controller) dependenciesOf(binding *workv1alpha1.ResourceBinding) (*wor
 	if err != nil {
 		return tmpl, nil, nil // the detector reports it on the template
 	}
-	refs, err := Wanted(obj, tmpl.Spec.Dependencies)
+	refs, err := Wanted(c.opts.Interpreter, obj, tmpl.Spec.Dependencies)
 	if err != nil {
 		return tmpl, nil, err
 	}
@@ -291,7 +295,7 @@ func (c *Controller) optionalOf(tmpl *workv1alpha1.ResourceTemplate) map[workv1a
 	if err != nil {
 		return nil
 	}
-	return Optional(obj, tmpl.Spec.Dependencies)
+	return Optional(c.opts.Interpreter, obj, tmpl.Spec.Dependencies)
 }
 
 func (c *Controller) candidates(ns string, ref workv1alpha1.DependencyReference) []*workv1alpha1.ResourceTemplate {

@@ -22,10 +22,11 @@ import (
 type ScopeFunc func(gvk schema.GroupVersionKind) (namespaced, known bool)
 
 // Wanted is what the workload obj of a template depends on: what its pod
-// template references and the template's explicit spec.dependencies, sorted,
+// template references (or its customization's dependencyInterpretation
+// says, interpreter) and the template's explicit spec.dependencies, sorted,
 // without duplicates and without obj itself.
-func Wanted(obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyReference) ([]workv1alpha1.DependencyReference, error) {
-	implicit, err := resourceinterpreter.GetDependencies(obj)
+func Wanted(interpreter *resourceinterpreter.Interpreter, obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyReference) ([]workv1alpha1.DependencyReference, error) {
+	implicit, err := interpreter.GetDependencies(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +43,8 @@ func Wanted(obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyRe
 // Optional returns the dependencies obj's pod template references only as
 // optional and that explicit does not list: a missing one is no problem
 // (the kubelet starts the pod without it) and is propagated once it exists.
-func Optional(obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyReference) map[workv1alpha1.DependencyReference]bool {
-	optional, err := resourceinterpreter.OptionalDependencies(obj)
+func Optional(interpreter *resourceinterpreter.Interpreter, obj *unstructured.Unstructured, explicit []workv1alpha1.DependencyReference) map[workv1alpha1.DependencyReference]bool {
+	optional, err := interpreter.OptionalDependencies(obj)
 	if err != nil {
 		return nil
 	}

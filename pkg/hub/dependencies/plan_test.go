@@ -27,7 +27,7 @@ func TestWanted(t *testing.T) {
 		"volumes":[{"name":"s","secret":{"secretName":"creds"}}]}}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Wanted(obj, []workv1alpha1.DependencyReference{ref("ConfigMap", "settings"), ref("Service", "web"),
+	got, err := Wanted(nil, obj, []workv1alpha1.DependencyReference{ref("ConfigMap", "settings"), ref("Service", "web"),
 		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}})
 	if err != nil {
 		t.Fatal(err)

@@ -92,6 +92,10 @@ type Controller struct {
 
 	// preemptions counts preemptions (nil: not counted).
 	preemptions *prometheus.CounterVec
+
+	// interpreter reads replicas and aggregates status, customizations
+	// first (nil: the built-in interpreter).
+	interpreter *resourceinterpreter.Interpreter
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -432,7 +436,7 @@ func (e *bindingConflictError) Error() string { return e.msg }
 // spec.clusters and the eviction tasks survive.
 func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.ResourceTemplate, obj *unstructured.Unstructured,
 	name string, policy *policyv1alpha1.PropagationSpec, policyLabels map[string]string) (*workv1alpha1.ResourceBinding, bool, error) {
-	replicas, requirements, err := resourceinterpreter.GetReplicas(obj)
+	replicas, requirements, err := c.interpreter.GetReplicas(obj)
 	if err != nil {
 		return nil, false, err
 	}
@@ -582,7 +586,7 @@ func (c *Controller) writeStatus(ctx context.Context, tmpl *workv1alpha1.Resourc
 		meta.RemoveStatusCondition(&updated.Status.Conditions, workobjects.TemplateConditionPreemptionBlocked)
 	}
 	if binding != nil {
-		MirrorBinding(&updated.Status, binding, tmpl.Generation)
+		MirrorBinding(c.interpreter, &updated.Status, binding, tmpl.Generation)
 	}
 	// A claim's state is shown at once: holding it back would hide for up
 	// to a hold why a new policy did not take the template.
@@ -669,7 +673,7 @@ func propagatedChanged(conds []metav1.Condition, status metav1.ConditionStatus, 
 
 // MirrorBinding copies where the object runs and how it is doing from the
 // binding to the template's status.
-func MirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
+func MirrorBinding(interpreter *resourceinterpreter.Interpreter, status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
 	status.Clusters = binding.Spec.Clusters
 	status.AggregatedStatus = binding.Status.AggregatedStatus
 	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate,
@@ -680,13 +684,13 @@ func MirrorBinding(status *workv1alpha1.ResourceTemplateStatus, binding *workv1a
 			meta.SetStatusCondition(&status.Conditions, mirrored)
 		}
 	}
-	statuses := make([]*runtime.RawExtension, 0, len(binding.Status.AggregatedStatus))
+	statuses := make([]resourceinterpreter.ClusterStatus, 0, len(binding.Status.AggregatedStatus))
 	for _, item := range binding.Status.AggregatedStatus {
 		if item.Status != nil {
-			statuses = append(statuses, item.Status)
+			statuses = append(statuses, resourceinterpreter.ClusterStatus{ClusterName: item.ClusterName, Status: item.Status})
 		}
 	}
-	status.WorkloadStatus, _ = resourceinterpreter.AggregateStatus(binding.Spec.Resource.Kind, statuses)
+	status.WorkloadStatus, _ = interpreter.AggregateStatus(schema.FromAPIVersionAndKind(binding.Spec.Resource.APIVersion, binding.Spec.Resource.Kind), statuses)
 }
 
 // WithBindingStatusDenials shows a binding status write the apiserver
@@ -710,6 +714,15 @@ func (c *Controller) WithBindingStatusDenials(d *forbidden.Denials) *Controller 
 // preempting and the preempted policy.
 func (c *Controller) WithPreemptionMetric(m *prometheus.CounterVec) *Controller {
 	c.preemptions = m
+	return c
+}
+
+// WithInterpreter makes the detector read replicas and aggregate status
+// with interpreter (customizations first), and re-read every template
+// when a customization changes.
+func (c *Controller) WithInterpreter(interpreter *resourceinterpreter.Interpreter) *Controller {
+	c.interpreter = interpreter
+	interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueuePolicyScope(&policyv1alpha1.ClusterPropagationPolicy{}) })
 	return c
 }
 

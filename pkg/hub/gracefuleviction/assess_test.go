@@ -64,6 +64,12 @@ func TestAssess(t *testing.T) {
 			binding: binding(gen, item("member2", gen, workv1alpha1.ResourceUnhealthy)), recheck: 6 * time.Second},
 		{name: "unhealthy replacement after grace ends the task", task: task(policyv1alpha1.PurgeModeGracefully, 11*time.Second, &ten),
 			binding: binding(gen, item("member2", gen, workv1alpha1.ResourceUnhealthy)), done: true},
+		// Unknown is not healthy: the old copy stays until the grace
+		// period ends, as for an Unhealthy replacement.
+		{name: "unknown replacement within grace", task: task(policyv1alpha1.PurgeModeGracefully, 4*time.Second, &ten),
+			binding: binding(gen, item("member2", gen, workv1alpha1.ResourceUnknown)), recheck: 6 * time.Second},
+		{name: "unknown replacement without grace waits for the timeout", task: task(policyv1alpha1.PurgeModeGracefully, time.Second, nil),
+			binding: binding(gen, item("member2", gen, workv1alpha1.ResourceUnknown)), recheck: 10*time.Minute - time.Second},
 		{name: "after grace, nothing reported yet: kept", task: task(policyv1alpha1.PurgeModeGracefully, time.Hour, &ten),
 			binding: binding(gen)},
 		{name: "after grace, empty new placement: kept (Karmada #7455)", task: task(policyv1alpha1.PurgeModeGracefully, time.Hour, &ten),
