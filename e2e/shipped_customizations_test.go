@@ -269,7 +269,8 @@ func (s *shippedSpec) installCRDOnMembers(ctx context.Context, file, name string
 
 // applyShippedCustomizations applies manifests/interpreters on the hub as
 // docs/install.md says (through the hub's admission webhook, which compiles
-// each), and removes them when the spec ends.
+// each), waits until the hub reports each Compiled, and removes them when
+// the spec ends.
 func (s *shippedSpec) applyShippedCustomizations(ctx context.Context) {
 	GinkgoHelper()
 	kubectl := filepath.Join(s.root, "bin", "kubectl")
@@ -293,11 +294,7 @@ func (s *shippedSpec) applyShippedCustomizations(ctx context.Context) {
 		for _, n := range names {
 			ric, err := s.flotilla.ConfigV1alpha1().ResourceInterpreterCustomizations().Get(ctx, n, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			// The webhook compiled it to admit it; a Compiled condition,
-			// once the hub writes one, must agree.
-			if c := meta.FindStatusCondition(ric.Status.Conditions, configv1alpha1.ConditionCompiled); c != nil {
-				g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s Compiled: %s", n, c.Message)
-			}
+			g.Expect(meta.IsStatusConditionTrue(ric.Status.Conditions, configv1alpha1.ConditionCompiled)).To(BeTrue(), "%s Compiled", n)
 		}
 	}).Should(Succeed())
 }
