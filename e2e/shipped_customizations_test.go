@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -52,24 +53,36 @@ var (
 var _ = Describe("Shipped customizations", func() {
 	// A Divided Rollout, 3 replicas member1:member2 = 1:2. The replicas are
 	// read (spec.replicas) and revised (/spec/replicas) through the
-	// customization; member1 stops (its agents: the hub hears nothing from
-	// it, as in an outage) and its replica moves to member2, whose copy is
-	// revised to 3. Argo Rollouts' controller is played by a loop that
-	// writes each member's Rollout status from its spec (all replicas
-	// updated and available, phase Healthy): nothing else reconciles a
-	// Rollout on kwok.
-	It("fails a Divided Argo Rollout over when a member stops: its replicas are revised on the survivor, and where shows its health", func(ctx SpecContext) {
+	// customization; member1's copy turns Degraded (the shipped health
+	// rule: Unhealthy), application failover moves its replica to member2,
+	// whose copy is revised to 3. Argo Rollouts' controller is played by a
+	// loop that writes each member's Rollout status from its spec (all
+	// replicas updated and available, phase Healthy, or the phase the spec
+	// sets): nothing else reconciles a Rollout on kwok. (A cluster outage
+	// moves a custom kind's replicas the same way: the seed's failover
+	// specs cover it; stopping a member here would add a minute of Lease
+	// grace and recovery to the suite.)
+	It("fails a Divided Argo Rollout over when its copy degrades: its replicas are revised on the survivor, and where shows its health", func(ctx SpecContext) {
 		s := newShippedSpec(ctx)
 		s.installCRDOnMembers(ctx, "argo-rollouts/rollout-crd.yaml", "rollouts.argoproj.io")
 		s.applyShippedCustomizations(ctx)
 		m1, m2 := env.Members[0], env.Members[1]
 		const ns, name = "e2e-shipped-rollout", "web"
+		toleration, grace := int32(2), int32(60)
 		s.createTemplate(ctx, ns, name, rolloutManifest(name), policyv1alpha1.PropagationSpec{
 			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: name}},
 			Placement:         weightedPlacement(map[string]int64{m1.Name: 1, m2.Name: 2}),
+			Failover: &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
+				DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: &toleration},
+				PurgeMode:          policyv1alpha1.PurgeModeGracefully,
+				GracePeriodSeconds: &grace,
+			}},
 		})
+		phases := map[string]*atomic.Value{}
 		for _, m := range []framework.Member{m1, m2} {
-			go playRolloutController(s.loops, s.dynamic(m), ns)
+			phases[m.Name] = &atomic.Value{}
+			phases[m.Name].Store("Healthy")
+			go playRolloutController(s.loops, s.dynamic(m), ns, phases[m.Name])
 		}
 		binding := workobjects.BindingName("Rollout", name)
 
@@ -92,15 +105,24 @@ var _ = Describe("Shipped customizations", func() {
 		Expect(out).To(MatchRegexp(`(?m)^%s\s+yes\s+1\s.*\sHealthy\s`, m1.Name), out)
 		Expect(out).To(MatchRegexp(`(?m)^%s\s+yes\s+2\s.*\sHealthy\s`, m2.Name), out)
 
-		// member1 stops: its agents go, so its Lease is not renewed.
-		s.stopAgents(ctx, m1)
+		// member1's copy degrades: Unhealthy by the customization, and
+		// after tolerationSeconds its replica moves to member2.
+		phases[m1.Name].Store("Degraded")
 		Eventually(ctx, func(g Gomega) {
 			rb := s.binding(ctx, g, ns, binding)
 			g.Expect(rb.Spec.Clusters).To(Equal([]workv1alpha1.TargetCluster{{Name: m2.Name, Replicas: 3}}))
-			g.Expect(rb.Spec.EvictionHistory).To(ContainElement(HaveField("ClusterName", m1.Name)))
+			g.Expect(rb.Spec.EvictionHistory).To(ContainElement(And(
+				HaveField("ClusterName", m1.Name), HaveField("Reason", workv1alpha1.EvictionReasonApplicationFailure))))
 			g.Expect(specReplicas(ctx, g, s.dynamic(m2), rolloutGVR, ns, name)).To(Equal(int64(3)), "member2's copy revised to all 3")
 			g.Expect(healthOf(rb)).To(HaveKeyWithValue(m2.Name, workv1alpha1.ResourceHealthy))
-		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		// Once member2's 3 are Healthy the graceful eviction removes the
+		// degraded copy.
+		eventually(ctx, func(g Gomega) {
+			g.Expect(s.binding(ctx, g, ns, binding).Spec.GracefulEvictionTasks).To(BeEmpty())
+			_, err := s.dynamic(m1).Resource(rolloutGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the degraded copy is removed once the new placement is healthy")
+		}).Should(Succeed())
 	})
 
 	// A FlinkDeployment, one copy at a time on member1 or member2. The
@@ -395,7 +417,7 @@ func specReplicas(ctx context.Context, g Gomega, member dynamic.Interface, gvr s
 // Argo Rollouts' controller would for a finished rollout of its current
 // spec, until ctx ends: all spec.replicas updated, ready and available,
 // phase Healthy, the generation observed (a string, as Argo writes it).
-func playRolloutController(ctx context.Context, member dynamic.Interface, ns string) {
+func playRolloutController(ctx context.Context, member dynamic.Interface, ns string, phase *atomic.Value) {
 	defer GinkgoRecover()
 	for ctx.Err() == nil {
 		list, err := member.Resource(rolloutGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -407,7 +429,7 @@ func playRolloutController(ctx context.Context, member dynamic.Interface, ns str
 					n = 1
 				}
 				status := map[string]any{"replicas": n, "updatedReplicas": n, "readyReplicas": n, "availableReplicas": n,
-					"phase": "Healthy", "observedGeneration": strconv.FormatInt(ro.GetGeneration(), 10),
+					"phase": phase.Load().(string), "observedGeneration": strconv.FormatInt(ro.GetGeneration(), 10),
 					"currentPodHash": "6f9c7d8b5", "stableRS": "6f9c7d8b5"}
 				if old, _, _ := unstructured.NestedMap(ro.Object, "status"); equalJSON(old, status) {
 					continue
