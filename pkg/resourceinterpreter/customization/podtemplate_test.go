@@ -193,3 +193,19 @@ func TestPodTemplateDependenciesCost(t *testing.T) {
 		t.Errorf("a large unread field: cost %d, %v", cost, err)
 	}
 }
+
+// BenchmarkPodTemplateDependencies: the dependency rule of a converted
+// Kruise customization on a realistic template.
+func BenchmarkPodTemplateDependencies(b *testing.B) {
+	rules, errs := Compile(ric(dependencies("podTemplateDependencies(object.spec.template)")))
+	if len(errs) != 0 {
+		b.Fatal(errs)
+	}
+	o := obj(b, templated)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := rules.Dependencies.EvalList(o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
