@@ -238,3 +238,29 @@ func randomPodSpec(rng *rand.Rand) string {
 	}
 	return `{` + sa + pull + `"volumes":[` + strings.Join(volumes, ",") + `],` + containers + `}`
 }
+
+// Volume sources whose credentials are a Secret of the pod's namespace
+// (Kubernetes' VisitPodSecretNames, as Karmada reads them).
+func TestVolumeCredentialSecrets(t *testing.T) {
+	t.Parallel()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}],
+	 "volumes":[{"name":"a","csi":{"driver":"d","nodePublishSecretRef":{"name":"csi"}}},{"name":"b","azureFile":{"secretName":"azure","shareName":"s"}},
+	  {"name":"c","cephfs":{"monitors":["m"],"secretRef":{"name":"ceph"}}},{"name":"d","cinder":{"volumeID":"v","secretRef":{"name":"cinder"}}},
+	  {"name":"e","flexVolume":{"driver":"d","secretRef":{"name":"flex"}}},{"name":"f","iscsi":{"targetPortal":"t","iqn":"i","lun":0,"secretRef":{"name":"iscsi"}}},
+	  {"name":"g","rbd":{"monitors":["m"],"image":"i","secretRef":{"name":"rbd"}}},{"name":"h","scaleIO":{"gateway":"g","system":"s","secretRef":{"name":"scaleio"}}},
+	  {"name":"i","storageos":{"volumeName":"v","secretRef":{"name":"storageos"}}}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := GetDependencies(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []workv1alpha1.DependencyReference
+	for _, n := range []string{"azure", "ceph", "cinder", "csi", "flex", "iscsi", "rbd", "scaleio", "storageos"} {
+		want = append(want, dep("Secret", n))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GetDependencies = %v, want %v", got, want)
+	}
+}
