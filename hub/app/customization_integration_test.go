@@ -112,6 +112,9 @@ func TestDividedCustomWorkload(t *testing.T) {
 	if _, err := rics.Update(ctx, ric, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	count := func(o *unstructured.Unstructured) int64 { n, _, _ := unstructured.NestedInt64(o.Object, "spec", "count"); return n }
+	count := func(o *unstructured.Unstructured) int64 {
+		n, _, _ := unstructured.NestedInt64(o.Object, "spec", "count")
+		return n
+	}
 	waitWork(t, fc, "member2", "default", "web-widget", func(o *unstructured.Unstructured) bool { return count(o) == 4 && size(o) == 3 })
 }

@@ -391,38 +391,70 @@ func (i *Interpreter) GetDependencies(obj *unstructured.Unstructured) ([]workv1a
 	if r == nil || r.Dependencies == nil {
 		return GetDependencies(obj)
 	}
-	list, err := r.Dependencies.EvalList(obj.Object)
+	refs, err := customDependencies(r.Dependencies, obj)
 	if err != nil {
 		return nil, err
 	}
-	set := map[workv1alpha1.DependencyReference]bool{}
+	return SortDependencies(refs), nil
+}
+
+// customDependencies evaluates a dependencyInterpretation rule into a map
+// from each reference to whether it is required: an entry with optional:
+// true (as podTemplateDependencies returns for a ConfigMap or Secret the
+// pod template references only as optional) is optional unless another
+// entry requires the same object.
+func customDependencies(e *customization.Expression, obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
+	list, err := e.EvalList(obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[workv1alpha1.DependencyReference]bool{}
 	for n, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("%s: [%d] is not a map", r.Dependencies.Field, n)
+			return nil, fmt.Errorf("%s: [%d] is not a map", e.Field, n)
 		}
 		str := func(k string) string { s, _ := m[k].(string); return s }
 		ref := workv1alpha1.DependencyReference{APIVersion: str("apiVersion"), Kind: str("kind"), Name: str("name")}
 		if ref.APIVersion == "" || ref.Kind == "" || ref.Name == "" {
-			return nil, fmt.Errorf("%s: [%d] needs apiVersion, kind and name as strings", r.Dependencies.Field, n)
+			return nil, fmt.Errorf("%s: [%d] needs apiVersion, kind and name as strings", e.Field, n)
 		}
 		if ns, ok := m["namespace"]; ok && ns != obj.GetNamespace() {
 			return nil, fmt.Errorf("%s: [%d] is in namespace %v; a dependency must be in the object's own namespace %q",
-				r.Dependencies.Field, n, ns, obj.GetNamespace())
+				e.Field, n, ns, obj.GetNamespace())
 		}
-		set[ref] = true
+		optional := false
+		if o, ok := m["optional"]; ok && o != nil {
+			b, isBool := o.(bool)
+			if !isBool {
+				return nil, fmt.Errorf("%s: [%d] optional must be a bool, got %v", e.Field, n, o)
+			}
+			optional = b
+		}
+		refs[ref] = refs[ref] || !optional
 	}
-	return SortDependencies(set), nil
+	return refs, nil
 }
 
 // OptionalDependencies returns the dependencies obj references only as
-// optional: none when a customization interprets its dependencies (they
-// are all required), else the built-in interpreter's.
+// optional: with a customization interpreting its dependencies, the
+// entries its rule marks optional: true; else the built-in interpreter's.
 func (i *Interpreter) OptionalDependencies(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
-	if r := i.rulesFor(obj); r != nil && r.Dependencies != nil {
-		return map[workv1alpha1.DependencyReference]bool{}, nil
+	r := i.rulesFor(obj)
+	if r == nil || r.Dependencies == nil {
+		return OptionalDependencies(obj)
 	}
-	return OptionalDependencies(obj)
+	refs, err := customDependencies(r.Dependencies, obj)
+	if err != nil {
+		return nil, err
+	}
+	optional := map[workv1alpha1.DependencyReference]bool{}
+	for ref, required := range refs {
+		if !required {
+			optional[ref] = true
+		}
+	}
+	return optional, nil
 }
 
 // RetainedFields returns the JSON pointers of obj's kind that the member

@@ -1,11 +1,19 @@
 package resourceinterpreter
 
 import (
+	"fmt"
+	"math/rand"
+	"os"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 )
 
@@ -109,5 +117,150 @@ func TestOptionalDependencies(t *testing.T) {
 	all, _ := GetDependencies(obj)
 	if len(all) != 5 {
 		t.Errorf("GetDependencies = %v; want all five, optional ones included", all)
+	}
+}
+
+// A customization's podTemplateDependencies reads a custom kind's pod
+// template exactly as the built-in interpreter reads a Deployment's: the
+// same dependencies, the same optional ones (and an entry of the rule
+// without optional is required). Seeds of random templates replay with
+// FLOTILLA_DEPS_SEED.
+func TestPodTemplateDependenciesAgreesWithBuiltIn(t *testing.T) {
+	t.Parallel()
+	i := New()
+	i.Set(&configv1alpha1.ResourceInterpreterCustomization{
+		ObjectMeta: metav1.ObjectMeta{Name: "clonesets"},
+		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
+			Target: configv1alpha1.CustomizationTarget{APIVersion: "apps.kruise.io/v1alpha1", Kind: "CloneSet"},
+			Customizations: configv1alpha1.CustomizationRules{DependencyInterpretation: &configv1alpha1.DependencyInterpretation{
+				Expression: "podTemplateDependencies(object.spec.template)"}},
+		},
+	})
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("FLOTILLA_DEPS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("FLOTILLA_DEPS_SEED=%d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	specs := []string{fullPodSpec, `{"containers":[{"name":"a","image":"x"}]}`, `{"serviceAccountName":"default","containers":[{"name":"a","image":"x"}]}`}
+	for n := 0; n < 200; n++ {
+		specs = append(specs, randomPodSpec(rng))
+	}
+	for n, spec := range specs {
+		wrap := func(apiVersion, kind string) *unstructured.Unstructured {
+			obj := &unstructured.Unstructured{}
+			if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"` + apiVersion + `","kind":"` + kind +
+				`","metadata":{"name":"w","namespace":"shop"},"spec":{"replicas":2,"template":{"spec":` + spec + `}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			return obj
+		}
+		deployment, cloneSet := wrap("apps/v1", "Deployment"), wrap("apps.kruise.io/v1alpha1", "CloneSet")
+		want, err := i.GetDependencies(deployment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := i.GetDependencies(cloneSet)
+		if err != nil {
+			t.Fatalf("spec %d: %v\n%s", n, err, spec)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("spec %d: customization %v, built-in %v\n%s", n, got, want, spec)
+		}
+		wantOpt, _ := i.OptionalDependencies(deployment)
+		gotOpt, err := i.OptionalDependencies(cloneSet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(gotOpt) != len(wantOpt) || (len(wantOpt) > 0 && !reflect.DeepEqual(gotOpt, wantOpt)) {
+			t.Fatalf("spec %d: optional: customization %v, built-in %v\n%s", n, gotOpt, wantOpt, spec)
+		}
+	}
+}
+
+// randomPodSpec references a few names from a small pool in random places,
+// some optional, so that one object is often referenced both ways.
+func randomPodSpec(rng *rand.Rand) string {
+	name := func() string { return fmt.Sprintf("n%d", rng.Intn(4)) }
+	opt := func() string {
+		switch rng.Intn(3) {
+		case 0:
+			return ""
+		case 1:
+			return `,"optional":true`
+		}
+		return `,"optional":false`
+	}
+	var volumes, envs, envFroms []string
+	for k := rng.Intn(4); k > 0; k-- {
+		switch rng.Intn(5) {
+		case 0:
+			volumes = append(volumes, `{"name":"v","configMap":{"name":"`+name()+`"`+opt()+`}}`)
+		case 1:
+			volumes = append(volumes, `{"name":"v","secret":{"secretName":"`+name()+`"`+opt()+`}}`)
+		case 2:
+			volumes = append(volumes, `{"name":"v","persistentVolumeClaim":{"claimName":"`+name()+`"}}`)
+		case 3:
+			volumes = append(volumes, `{"name":"v","projected":{"sources":[{"configMap":{"name":"`+name()+`"`+opt()+`}},{"secret":{"name":"`+name()+`"`+opt()+`}}]}}`)
+		case 4:
+			volumes = append(volumes, `{"name":"v","rbd":{"monitors":["m"],"image":"i","secretRef":{"name":"`+name()+`"}}}`)
+		}
+	}
+	for k := rng.Intn(4); k > 0; k-- {
+		if rng.Intn(2) == 0 {
+			envs = append(envs, `{"name":"E","valueFrom":{"configMapKeyRef":{"name":"`+name()+`","key":"k"`+opt()+`}}}`)
+		} else {
+			envs = append(envs, `{"name":"E","valueFrom":{"secretKeyRef":{"name":"`+name()+`","key":"k"`+opt()+`}}}`)
+		}
+	}
+	for k := rng.Intn(3); k > 0; k-- {
+		if rng.Intn(2) == 0 {
+			envFroms = append(envFroms, `{"configMapRef":{"name":"`+name()+`"`+opt()+`}}`)
+		} else {
+			envFroms = append(envFroms, `{"secretRef":{"name":"`+name()+`"`+opt()+`}}`)
+		}
+	}
+	sa := ""
+	if rng.Intn(2) == 0 {
+		sa = `"serviceAccountName":"` + []string{"default", "runner"}[rng.Intn(2)] + `",`
+	}
+	pull := ""
+	if rng.Intn(3) == 0 {
+		pull = `"imagePullSecrets":[{"name":"` + name() + `"}],`
+	}
+	container := `{"name":"c","image":"x","env":[` + strings.Join(envs, ",") + `],"envFrom":[` + strings.Join(envFroms, ",") + `]}`
+	containers := `"containers":[` + container + `]`
+	if rng.Intn(3) == 0 {
+		containers = `"initContainers":[` + container + `],"containers":[{"name":"d","image":"x"}]`
+	}
+	return `{` + sa + pull + `"volumes":[` + strings.Join(volumes, ",") + `],` + containers + `}`
+}
+
+// Volume sources whose credentials are a Secret of the pod's namespace
+// (Kubernetes' VisitPodSecretNames, as Karmada reads them).
+func TestVolumeCredentialSecrets(t *testing.T) {
+	t.Parallel()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}],
+	 "volumes":[{"name":"a","csi":{"driver":"d","nodePublishSecretRef":{"name":"csi"}}},{"name":"b","azureFile":{"secretName":"azure","shareName":"s"}},
+	  {"name":"c","cephfs":{"monitors":["m"],"secretRef":{"name":"ceph"}}},{"name":"d","cinder":{"volumeID":"v","secretRef":{"name":"cinder"}}},
+	  {"name":"e","flexVolume":{"driver":"d","secretRef":{"name":"flex"}}},{"name":"f","iscsi":{"targetPortal":"t","iqn":"i","lun":0,"secretRef":{"name":"iscsi"}}},
+	  {"name":"g","rbd":{"monitors":["m"],"image":"i","secretRef":{"name":"rbd"}}},{"name":"h","scaleIO":{"gateway":"g","system":"s","secretRef":{"name":"scaleio"}}},
+	  {"name":"i","storageos":{"volumeName":"v","secretRef":{"name":"storageos"}}}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := GetDependencies(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []workv1alpha1.DependencyReference
+	for _, n := range []string{"azure", "ceph", "cinder", "csi", "flex", "iscsi", "rbd", "scaleio", "storageos"} {
+		want = append(want, dep("Secret", n))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GetDependencies = %v, want %v", got, want)
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
 )
 
@@ -80,17 +82,16 @@ func TestKarmadaCustomizationsConvert(t *testing.T) {
 		converted []string
 		reported  []string
 	}{
-		// kube.getPodDependencies translates (podDependenciesCEL), but the
-		// translation's estimated cost is over the budget: reported.
+		// kube.getPodDependencies converts to podTemplateDependencies.
 		{"apps.kruise.io_v1alpha1_CloneSet.yaml",
-			[]string{"healthInterpretation", "replicaResource", "replicaRevision", "statusReflection"},
-			[]string{"dependencyInterpretation", "statusAggregation"}},
+			[]string{"dependencyInterpretation", "healthInterpretation", "replicaResource", "replicaRevision", "statusReflection"},
+			[]string{"statusAggregation"}},
 		{"apps.kruise.io_v1alpha1_BroadcastJob.yaml",
-			[]string{"healthInterpretation", "replicaResource", "replicaRevision", "retention", "statusReflection"},
-			[]string{"dependencyInterpretation", "statusAggregation"}},
+			[]string{"dependencyInterpretation", "healthInterpretation", "replicaResource", "replicaRevision", "retention", "statusReflection"},
+			[]string{"statusAggregation"}},
 		{"apps.kruise.io_v1alpha1_UnitedDeployment.yaml",
-			[]string{"healthInterpretation", "replicaResource", "replicaRevision", "statusReflection"},
-			[]string{"dependencyInterpretation", "statusAggregation"}},
+			[]string{"dependencyInterpretation", "healthInterpretation", "replicaResource", "replicaRevision", "statusReflection"},
+			[]string{"statusAggregation"}},
 		// Its retention returns the object unchanged: nothing to keep.
 		// Its dependencies use a local helper function.
 		{"apps.kruise.io_v1alpha1_SidecarSet.yaml",
@@ -225,25 +226,68 @@ func TestKarmadaCloneSetRulesEvaluate(t *testing.T) {
 		t.Errorf("replicasPath %s", got)
 	}
 
-	if rules.Dependencies != nil {
-		t.Error("pod dependencies converted although over the cost budget")
-	}
 }
 
-// kube.getPodDependencies is translated, but its CEL (four passes over the
-// pod spec's lists, two of them nested) is estimated over the budget under
-// the 100-entry size assumption, so it is reported with the reason.
-func TestKarmadaPodDependenciesReported(t *testing.T) {
-	_, _, res := wrapCustomization(t, "apps.kruise.io_v1alpha1_CloneSet.yaml")
-	for _, f := range res.Unsupported {
-		if f.Path == "spec.customizations.dependencyInterpretation.luaScript" {
-			if !strings.Contains(f.Message, "estimated cost") {
-				t.Errorf("reason: %s", f)
+// kube.getPodDependencies(desiredObj.spec.template, namespace) converts to
+// podTemplateDependencies(object.spec.template), within the cost budget,
+// for every Kruise kind that declares it; on a CloneSet it gives exactly
+// what the built-in interpreter gives for a Deployment with the same
+// template, optional references included.
+func TestKarmadaPodDependenciesConvert(t *testing.T) {
+	for _, file := range []string{"apps.kruise.io_v1alpha1_CloneSet.yaml", "apps.kruise.io_v1alpha1_BroadcastJob.yaml",
+		"apps.kruise.io_v1alpha1_UnitedDeployment.yaml"} {
+		ric, _, res := wrapCustomization(t, file)
+		for _, f := range res.Unsupported {
+			if strings.HasPrefix(f.Path, "spec.customizations.dependencyInterpretation") {
+				t.Errorf("%s: reported: %s", file, f)
 			}
-			return
+		}
+		if ric == nil || ric.Spec.Customizations.DependencyInterpretation == nil {
+			t.Fatalf("%s: dependencyInterpretation not converted", file)
+		}
+		if got, want := ric.Spec.Customizations.DependencyInterpretation.Expression, "podTemplateDependencies(object.spec.template)"; got != want {
+			t.Errorf("%s: %s, want %s", file, got, want)
 		}
 	}
-	t.Error("dependencyInterpretation not reported")
+
+	interpreter := resourceinterpreter.New()
+	ric, _, _ := wrapCustomization(t, "apps.kruise.io_v1alpha1_CloneSet.yaml")
+	interpreter.Set(ric)
+	const template = `{"metadata":{"labels":{"app":"web"}},"spec":{"serviceAccountName":"web",
+	  "imagePullSecrets":[{"name":"registry"}],
+	  "volumes":[{"name":"conf","configMap":{"name":"web-conf"}},{"name":"tls","secret":{"secretName":"web-tls","optional":true}},
+	    {"name":"data","persistentVolumeClaim":{"claimName":"web-data"}},
+	    {"name":"all","projected":{"sources":[{"secret":{"name":"web-token"}},{"configMap":{"name":"web-ca","optional":true}}]}}],
+	  "containers":[{"name":"web","image":"nginx","envFrom":[{"secretRef":{"name":"web-env"}}],
+	    "env":[{"name":"FLAG","valueFrom":{"configMapKeyRef":{"name":"flags","key":"f","optional":true}}}]}]}}`
+	object := func(apiVersion, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(`{"apiVersion":"` + apiVersion + `","kind":"` + kind +
+			`","metadata":{"name":"web","namespace":"shop"},"spec":{"replicas":3,"template":` + template + `}}`)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	cloneSet, deployment := object("apps.kruise.io/v1alpha1", "CloneSet"), object("apps/v1", "Deployment")
+	got, err := interpreter.GetDependencies(cloneSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := resourceinterpreter.GetDependencies(deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 9 || !reflect.DeepEqual(got, want) {
+		t.Errorf("CloneSet %v\nDeployment %v", got, want)
+	}
+	gotOptional, err := interpreter.OptionalDependencies(cloneSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOptional, _ := resourceinterpreter.OptionalDependencies(deployment)
+	if len(wantOptional) != 3 || !reflect.DeepEqual(gotOptional, wantOptional) {
+		t.Errorf("optional: CloneSet %v\nDeployment %v", gotOptional, wantOptional)
+	}
 }
 
 // Retention guarded by the field's presence, and parallelism defaulting to

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
+
+	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
 )
 
 // One converter per Karmada operation. Each takes the Lua script and
@@ -261,42 +263,11 @@ func fieldPath(x ast.Expr, root string) ([]string, bool) {
 	}
 }
 
-// secretVolumeSources are the volume sources whose secretRef.name names a
-// Secret (Kubernetes' VisitPodSecretNames, which Karmada's
-// getPodDependencies uses).
-var secretVolumeSources = []string{"cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "iscsi", "storageos"}
-
-// podDependenciesCEL is Karmada's kube.getPodDependencies as CEL over the
-// pod template at template: the ConfigMaps and Secrets of volumes
-// (projected included), env and envFrom of every container, Secrets of
-// imagePullSecrets and of the volume sources that take one, the
-// ServiceAccount unless "default", and the PersistentVolumeClaims of
-// volumes.
+// podDependenciesCEL is Karmada's kube.getPodDependencies(template,
+// namespace) as CEL: Flotilla's podTemplateDependencies function
+// (customization.PodTemplateDependenciesFunction), which reads the pod
+// template as the built-in interpreter reads a Deployment's. The
+// namespace needs no argument: a pod references only objects of its own.
 func podDependenciesCEL(template []string) string {
-	spec := celOptPath(template) + ".?spec"
-	volumes := spec + ".?volumes.orValue([])"
-	containers := fmt.Sprintf("(%[1]s.?initContainers.orValue([]) + %[1]s.?containers.orValue([]) + %[1]s.?ephemeralContainers.orValue([]))", spec)
-	ref := func(kind, name string) string {
-		return fmt.Sprintf(`{"apiVersion": "v1", "kind": %q, "name": string(%s.orValue(""))}`, kind, name)
-	}
-	secretSources := make([]string, 0, len(secretVolumeSources))
-	for _, k := range secretVolumeSources {
-		secretSources = append(secretSources, ref("Secret", "v.?"+k+".?secretRef.?name"))
-	}
-	// One pass per list, each element giving its candidate references;
-	// empty names (absent fields) are dropped at the end. Fewer passes
-	// keep the estimated cost within the budget.
-	parts := []string{
-		fmt.Sprintf(`%s.map(v, [%s, %s, %s, %s, %s, %s]).flatten()`, volumes,
-			ref("ConfigMap", "v.?configMap.?name"), ref("Secret", "v.?secret.?secretName"), ref("Secret", "v.?azureFile.?secretName"),
-			ref("Secret", "v.?csi.?nodePublishSecretRef.?name"), strings.Join(secretSources, ", "), ref("PersistentVolumeClaim", "v.?persistentVolumeClaim.?claimName")),
-		fmt.Sprintf(`%s.map(v, v.?projected.?sources.orValue([]).map(s, [%s, %s])).flatten().flatten()`, volumes,
-			ref("ConfigMap", "s.?configMap.?name"), ref("Secret", "s.?secret.?name")),
-		fmt.Sprintf(`%s.map(c, c.?env.orValue([]).map(e, [%s, %s]) + c.?envFrom.orValue([]).map(e, [%s, %s])).flatten().flatten()`, containers,
-			ref("ConfigMap", "e.?valueFrom.?configMapKeyRef.?name"), ref("Secret", "e.?valueFrom.?secretKeyRef.?name"),
-			ref("ConfigMap", "e.?configMapRef.?name"), ref("Secret", "e.?secretRef.?name")),
-		fmt.Sprintf(`%s.?imagePullSecrets.orValue([]).map(s, %s)`, spec, ref("Secret", "s.?name")),
-		fmt.Sprintf(`[%s].filter(r, r.name != "default")`, ref("ServiceAccount", spec+".?serviceAccountName")),
-	}
-	return "(" + strings.Join(parts, " + ") + `).filter(r, r.name != "")`
+	return customization.PodTemplateDependenciesFunction + "(" + celPath(template) + ")"
 }

@@ -88,14 +88,15 @@ var (
 // apiserver uses for validation rules and admission policies, with its
 // list, string, regex, URL, quantity, IP, CIDR, format and semver
 // libraries) at the default compatibility version, extended with the
-// operation's variable as dyn.
+// operation's variable as dyn and Flotilla's function
+// podTemplateDependencies (PodTemplateDependenciesFunction).
 func environments() (*cel.Env, *cel.Env, error) {
 	envOnce.Do(func() {
 		base := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
 		ext := func(name string) (*cel.Env, error) {
 			set, err := base.Extend(environment.VersionedOptions{
 				IntroducedVersion: version.MajorMinor(1, 0),
-				EnvOptions:        []cel.EnvOption{cel.Variable(name, cel.DynType)},
+				EnvOptions:        []cel.EnvOption{cel.Variable(name, cel.DynType), podTemplateDependenciesLibrary()},
 			})
 			if err != nil {
 				return nil, err
@@ -114,8 +115,10 @@ func environments() (*cel.Env, *cel.Env, error) {
 }
 
 // costEstimator is the apiserver's estimator of its library functions'
-// costs, with the size assumption for values read from the variables.
-var costEstimator = &library.CostEstimator{SizeEstimator: sizeAssumption{}}
+// costs, with the size assumption for values read from the variables, and
+// of Flotilla's own functions (podTemplateDependencies). Static estimates
+// and runtime tracking both use it.
+var costEstimator = costModel{lib: &library.CostEstimator{SizeEstimator: sizeAssumption{}}}
 
 type sizeAssumption struct{}
 
