@@ -54,6 +54,9 @@ type Interpreter struct {
 	byName    map[string]compiled
 	listeners map[int]func(schema.GroupVersionKind)
 	nextID    int
+	// watched is Watch's handler registration: synced once every
+	// customization the informer listed has been Set.
+	watched cache.ResourceEventHandlerRegistration
 }
 
 type compiled struct {
@@ -104,7 +107,7 @@ func (i *Interpreter) snapshotListeners() []func(schema.GroupVersionKind) {
 
 // Watch feeds i from a ResourceInterpreterCustomization informer.
 func (i *Interpreter) Watch(informer cache.SharedIndexInformer) error {
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if ric, ok := obj.(*configv1alpha1.ResourceInterpreterCustomization); ok {
 				i.Set(ric)
@@ -124,7 +127,27 @@ func (i *Interpreter) Watch(informer cache.SharedIndexInformer) error {
 			}
 		},
 	})
+	if err == nil {
+		i.mu.Lock()
+		i.watched = registration
+		i.mu.Unlock()
+	}
 	return err
+}
+
+// HasSynced reports whether the customizations the watched informer listed
+// at its start are all in use (true for a nil Interpreter or one never
+// watched). A controller that writes what an interpretation decides (the
+// replicas of a Divided custom workload, its Works) waits for it, so a
+// restart never reads such a workload without its customization.
+func (i *Interpreter) HasSynced() bool {
+	if i == nil {
+		return true
+	}
+	i.mu.Lock()
+	watched := i.watched
+	i.mu.Unlock()
+	return watched == nil || watched.HasSynced()
 }
 
 // Set compiles ric and uses it for its target kind. A customization that

@@ -196,6 +196,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	// A changed customization may revise replicas elsewhere
 	// (replicaRevision): render every binding again (rare, admin-made).
 	opts.Interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueueAll() })
+	c.synced = append(c.synced, opts.Interpreter.HasSynced)
 	return c
 }
 

@@ -93,7 +93,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	c := &Controller{opts: opts, client: client,
 		bindings: rb.Lister(), required: rb.Informer().GetIndexer(),
 		templates: rt.Lister(), objects: rt.Informer().GetIndexer(),
-		synced: []cache.InformerSynced{rb.Informer().HasSynced, rt.Informer().HasSynced},
+		synced: []cache.InformerSynced{rb.Informer().HasSynced, rt.Informer().HasSynced, opts.Interpreter.HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}

@@ -722,6 +722,7 @@ func (c *Controller) WithPreemptionMetric(m *prometheus.CounterVec) *Controller 
 // when a customization changes.
 func (c *Controller) WithInterpreter(interpreter *resourceinterpreter.Interpreter) *Controller {
 	c.interpreter = interpreter
+	c.synced = append(c.synced, interpreter.HasSynced)
 	interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueuePolicyScope(&policyv1alpha1.ClusterPropagationPolicy{}) })
 	return c
 }
