@@ -376,27 +376,6 @@ func (s *shippedSpec) where(ctx context.Context, ns, name string) string {
 	return out.String()
 }
 
-// stopAgents stops member's agents until the spec ends; then starts them
-// again and waits until the hub holds the member Ready and untainted, as
-// the next spec expects.
-func (s *shippedSpec) stopAgents(ctx context.Context, m framework.Member) {
-	GinkgoHelper()
-	for _, a := range m.Agents {
-		Expect(env.Ctl(ctx, "stop", a)).To(Succeed())
-	}
-	DeferCleanup(func(ctx context.Context) {
-		for _, a := range m.Agents {
-			Expect(env.Ctl(ctx, "start", a)).To(Succeed())
-		}
-		Eventually(ctx, func(g Gomega) {
-			c, err := s.flotilla.ClusterV1alpha1().Clusters().Get(ctx, m.Name, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(readyStatus(c)).To(Equal(metav1.ConditionTrue))
-			g.Expect(c.Spec.Taints).To(BeEmpty())
-		}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "%s Ready and untainted again", m.Name)
-	})
-}
-
 // healthOf is the health each cluster's copy reported, by cluster.
 func healthOf(rb *workv1alpha1.ResourceBinding) map[string]workv1alpha1.ResourceHealth {
 	out := map[string]workv1alpha1.ResourceHealth{}
