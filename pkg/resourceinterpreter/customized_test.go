@@ -293,3 +293,26 @@ func BenchmarkInterpreterReportManifest(b *testing.B) {
 		}
 	}
 }
+
+// A customization's dependencies stay in the object's namespace, whatever
+// the object (a tenant's) says: a rule that lets a field choose the
+// namespace cannot pull another team's Secret onto the tenant's clusters.
+func TestCustomizedDependenciesStayInTheObjectsNamespace(t *testing.T) {
+	interp := New()
+	interp.Set(rolloutRIC("deps", configv1alpha1.CustomizationRules{DependencyInterpretation: &configv1alpha1.DependencyInterpretation{
+		Expression: `[{"apiVersion": dyn("v1"), "kind": dyn("Secret"), "name": object.spec.secretName, "namespace": object.spec.secretNamespace}]`}}))
+	for _, tc := range []struct {
+		ns      string
+		wantErr bool
+	}{{"app", false}, {"kube-system", true}, {"other-team", true}} {
+		obj := u(t, `{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"web","namespace":"app"},
+			"spec":{"secretName":"db","secretNamespace":"`+tc.ns+`"}}`)
+		deps, err := interp.GetDependencies(obj)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("namespace %s: dependencies %v, error %v; want an error: %v", tc.ns, deps, err, tc.wantErr)
+		}
+		if tc.wantErr && len(deps) != 0 {
+			t.Fatalf("namespace %s: dependencies %v returned with the error", tc.ns, deps)
+		}
+	}
+}
