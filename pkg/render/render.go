@@ -104,7 +104,7 @@ func Work(in Input) (*workv1alpha1.Work, Result, error) {
 		replicas := shrinkingTarget(binding, target).Replicas
 		interpreter := in.Interpreter
 		if interpreter == nil {
-			interpreter = resourceinterpreter.BuiltIn{}
+			interpreter = resourceinterpreter.Default
 		}
 		if err := interpreter.ReviseReplica(manifest, replicas); err != nil {
 			return nil, result, err

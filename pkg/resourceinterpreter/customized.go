@@ -410,15 +410,20 @@ func normalizeNumbers(v any) any {
 // else the built-in interpreter. A dependency's namespace, if given, must
 // be obj's own.
 func (i *Interpreter) GetDependencies(obj *unstructured.Unstructured) ([]workv1alpha1.DependencyReference, error) {
-	r := i.rulesFor(obj)
-	if r == nil || r.Dependencies == nil {
-		return GetDependencies(obj)
-	}
-	refs, err := customDependencies(r.Dependencies, obj)
+	refs, err := i.references(obj)
 	if err != nil {
 		return nil, err
 	}
 	return SortDependencies(refs), nil
+}
+
+// references maps each dependency of obj to whether it is required: the
+// customization's dependencyInterpretation, else the pod template's.
+func (i *Interpreter) references(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
+	if r := i.rulesFor(obj); r != nil && r.Dependencies != nil {
+		return customDependencies(r.Dependencies, obj)
+	}
+	return podReferences(obj)
 }
 
 // customDependencies evaluates a dependencyInterpretation rule into a map
@@ -463,21 +468,11 @@ func customDependencies(e *customization.Expression, obj *unstructured.Unstructu
 // optional: with a customization interpreting its dependencies, the
 // entries its rule marks optional: true; else the built-in interpreter's.
 func (i *Interpreter) OptionalDependencies(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyReference]bool, error) {
-	r := i.rulesFor(obj)
-	if r == nil || r.Dependencies == nil {
-		return OptionalDependencies(obj)
-	}
-	refs, err := customDependencies(r.Dependencies, obj)
+	refs, err := i.references(obj)
 	if err != nil {
 		return nil, err
 	}
-	optional := map[workv1alpha1.DependencyReference]bool{}
-	for ref, required := range refs {
-		if !required {
-			optional[ref] = true
-		}
-	}
-	return optional, nil
+	return optionalOnly(refs), nil
 }
 
 // RetainedFields returns the JSON pointers of obj's kind that the member

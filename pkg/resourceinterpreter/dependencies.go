@@ -48,13 +48,19 @@ func OptionalDependencies(obj *unstructured.Unstructured) (map[workv1alpha1.Depe
 	if err != nil {
 		return nil, err
 	}
+	return optionalOnly(refs), nil
+}
+
+// optionalOnly keeps, of refs (each reference to whether it is required),
+// the ones that are not required.
+func optionalOnly(refs map[workv1alpha1.DependencyReference]bool) map[workv1alpha1.DependencyReference]bool {
 	optional := map[workv1alpha1.DependencyReference]bool{}
 	for ref, required := range refs {
 		if !required {
 			optional[ref] = true
 		}
 	}
-	return optional, nil
+	return optional
 }
 
 // podReferences maps each object obj's pod template references to whether

@@ -377,21 +377,13 @@ func (ev *luaEval) eval(x ast.Expr, env luaEnv) (val, error) {
 	case *ast.FuncCallExpr:
 		return ev.call(e, env)
 	case *ast.LogicalOpExpr:
-		l, err := ev.eval(e.Lhs, env)
-		if err != nil {
-			return val{}, err
-		}
-		r, err := ev.eval(e.Rhs, env)
+		l, r, err := ev.evalPair(e.Lhs, e.Rhs, env)
 		if err != nil {
 			return val{}, err
 		}
 		return logical(e.Operator, l, r)
 	case *ast.RelationalOpExpr:
-		l, err := ev.eval(e.Lhs, env)
-		if err != nil {
-			return val{}, err
-		}
-		r, err := ev.eval(e.Rhs, env)
+		l, r, err := ev.evalPair(e.Lhs, e.Rhs, env)
 		if err != nil {
 			return val{}, err
 		}
@@ -418,6 +410,19 @@ func exprName(x ast.Expr) string {
 		return "function literals"
 	}
 	return fmt.Sprintf("%T", x)
+}
+
+// evalPair evaluates a binary operator's operands, left first.
+func (ev *luaEval) evalPair(lhs, rhs ast.Expr, env luaEnv) (val, val, error) {
+	l, err := ev.eval(lhs, env)
+	if err != nil {
+		return val{}, val{}, err
+	}
+	r, err := ev.eval(rhs, env)
+	if err != nil {
+		return val{}, val{}, err
+	}
+	return l, r, nil
 }
 
 // call evaluates the Karmada kube library helpers Flotilla has an
