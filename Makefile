@@ -105,7 +105,7 @@ down: ## Stop and delete everything `make up` started.
 	hack/local-down.sh
 
 .PHONY: test
-test: tools build verify test-integration test-e2e-both ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
+test: tools build verify test-fuzz test-integration test-e2e-both ## Build what is needed and run every test (what CI runs; test-integration runs the unit tests too).
 
 # The two end-to-end suites side by side: the kwok suite mostly waits on
 # timers, the real-node one on kubelets and containerd, and they share no
@@ -114,6 +114,18 @@ test: tools build verify test-integration test-e2e-both ## Build what is needed 
 .PHONY: test-e2e-both
 test-e2e-both: tools build ## test-e2e and test-e2e-realnode side by side (what make test runs after test-integration).
 	$(MAKE) -j2 --output-sync=target test-e2e test-e2e-realnode
+
+# Every Go native fuzz target (hack/fuzz.sh --list) for FUZZTIME each: a
+# short run in `make test` (their checked-in corpora also run in every go
+# test), a long one in `make fuzz`. A crasher is written to the package's
+# testdata/fuzz/ and fails the run.
+.PHONY: test-fuzz
+test-fuzz: ## Run each fuzz target for FUZZTIME (5s) on top of its seed corpus (what make test runs).
+	FUZZTIME=$(or $(FUZZTIME),5s) hack/test-recap.sh .local/test-fuzz.log hack/fuzz.sh
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (10m); FUZZ_MATCH=regexp picks targets.
+	FUZZTIME=$(or $(FUZZTIME),10m) hack/fuzz.sh
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no apiserver; promtool for the alert rule tests in monitoring/).
