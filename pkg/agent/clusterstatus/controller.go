@@ -24,7 +24,12 @@ import (
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/health"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
+
+// maxKubernetesVersion is the Cluster CRD's bound on
+// status.kubernetesVersion.
+const maxKubernetesVersion = 128
 
 // Event reasons on the Cluster.
 const (
@@ -350,7 +355,7 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 func (c *Controller) inventory(ctx context.Context, status *clusterv1alpha1.ClusterStatus) {
 	logger := klog.FromContext(ctx)
 	if v, err := c.member.Discovery().ServerVersion(); err == nil {
-		status.KubernetesVersion = v.GitVersion
+		status.KubernetesVersion = statuslimits.Text(v.GitVersion, maxKubernetesVersion)
 	} else {
 		logger.V(2).Info("Cannot read the member's version", "err", err)
 	}

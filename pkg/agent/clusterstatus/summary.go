@@ -107,11 +107,25 @@ func APIEnablements(lists []*metav1.APIResourceList) []clusterv1alpha1.APIEnable
 			e.Resources = append(e.Resources, clusterv1alpha1.APIResource{Name: r.Name, Kind: r.Kind})
 		}
 		sort.Slice(e.Resources, func(i, j int) bool { return e.Resources[i].Name < e.Resources[j].Name })
+		// The Cluster CRD's bounds: a member serving more is cut, in sort
+		// order, rather than having every status write refused.
+		if len(e.Resources) > MaxAPIResources {
+			e.Resources = e.Resources[:MaxAPIResources]
+		}
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupVersion < out[j].GroupVersion })
+	if len(out) > MaxAPIEnablements {
+		out = out[:MaxAPIEnablements]
+	}
 	return out
 }
+
+// The Cluster CRD's bounds on status.apiEnablements (pkg/apis/cluster).
+const (
+	MaxAPIEnablements = 1024
+	MaxAPIResources   = 1024
+)
 
 // DiscoverAPIEnablements asks the member for its served resources. A partial
 // answer (some aggregated API down) is used for the groups that answered; it

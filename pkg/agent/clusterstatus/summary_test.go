@@ -1,6 +1,7 @@
 package clusterstatus
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -164,5 +165,33 @@ func TestAPIEnablements(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("APIEnablements =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestAPIEnablementsKeepToTheCRDBounds: a member serving more group
+// versions or resources than the Cluster CRD stores is cut, first by sort
+// order, so the agent's status writes are never all refused.
+func TestAPIEnablementsKeepToTheCRDBounds(t *testing.T) {
+	var lists []*metav1.APIResourceList
+	for i := range MaxAPIEnablements + 10 {
+		l := &metav1.APIResourceList{GroupVersion: fmt.Sprintf("g%05d.example.com/v1", i)}
+		n := 1
+		if i == 0 {
+			n = MaxAPIResources + 5
+		}
+		for j := range n {
+			l.APIResources = append(l.APIResources, metav1.APIResource{Name: fmt.Sprintf("r%05d", j), Kind: "K"})
+		}
+		lists = append(lists, l)
+	}
+	got := APIEnablements(lists)
+	if len(got) != MaxAPIEnablements {
+		t.Fatalf("%d group versions, want %d", len(got), MaxAPIEnablements)
+	}
+	if got[0].GroupVersion != "g00000.example.com/v1" || got[len(got)-1].GroupVersion != fmt.Sprintf("g%05d.example.com/v1", MaxAPIEnablements-1) {
+		t.Errorf("not the first group versions in order: %s … %s", got[0].GroupVersion, got[len(got)-1].GroupVersion)
+	}
+	if len(got[0].Resources) != MaxAPIResources || got[0].Resources[0].Name != "r00000" {
+		t.Errorf("%d resources (first %s), want the first %d", len(got[0].Resources), got[0].Resources[0].Name, MaxAPIResources)
 	}
 }

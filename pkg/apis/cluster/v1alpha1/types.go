@@ -165,18 +165,25 @@ const (
 
 // ClusterStatus is the state a member's agent reports.
 type ClusterStatus struct {
-	// KubernetesVersion is the member's apiserver version.
+	// KubernetesVersion is the member's apiserver version (at most 128
+	// characters).
+	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 
-	// APIEnablements are the resources the member serves.
+	// APIEnablements are the resources the member serves (at most 1024
+	// group versions; the agent keeps to it, first by group version).
+	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	APIEnablements []APIEnablement `json:"apiEnablements,omitempty"`
 
 	// Conditions are the member's conditions (Ready,
-	// ServiceDomainNameResolutionReady, and others).
+	// ServiceDomainNameResolutionReady, and others): at most 16, messages
+	// of at most 4096 characters.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 4096)",message="a condition message has at most 4096 characters"
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -198,9 +205,11 @@ type ClusterStatus struct {
 // APIEnablement lists the resources a member serves for one group version.
 type APIEnablement struct {
 	// GroupVersion is e.g. apps/v1.
+	// +kubebuilder:validation:MaxLength=317
 	GroupVersion string `json:"groupVersion"`
 
-	// Resources served in the group version.
+	// Resources served in the group version (at most 1024).
+	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	Resources []APIResource `json:"resources,omitempty"`
 }
@@ -208,19 +217,23 @@ type APIEnablement struct {
 // APIResource is a resource a member serves.
 type APIResource struct {
 	// Name is the plural resource name, e.g. deployments.
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
 	// Kind is the resource's kind, e.g. Deployment.
+	// +kubebuilder:validation:MaxLength=253
 	Kind string `json:"kind"`
 }
 
 // NodeSummary counts a member's nodes.
 type NodeSummary struct {
 	// TotalNum is the number of nodes.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TotalNum int32 `json:"totalNum,omitempty"`
 
 	// ReadyNum is the number of Ready nodes.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadyNum int32 `json:"readyNum,omitempty"`
 }

@@ -276,7 +276,10 @@ type Placement struct {
 
 // ClusterAffinity selects clusters. All set criteria must hold.
 type ClusterAffinity struct {
-	// LabelSelector matches the Cluster objects' labels.
+	// LabelSelector matches the Cluster objects' labels (at most 64
+	// matchLabels and 32 matchExpressions).
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="labelSelector: at most 64 matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="labelSelector: at most 32 matchExpressions"
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
@@ -284,11 +287,16 @@ type ClusterAffinity struct {
 	// +optional
 	FieldSelector *FieldSelector `json:"fieldSelector,omitempty"`
 
-	// ClusterNames lists the clusters that may be selected.
+	// ClusterNames lists the clusters that may be selected (at most 1024).
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	ClusterNames []string `json:"clusterNames,omitempty"`
 
-	// ExcludeClusters lists clusters that are never selected.
+	// ExcludeClusters lists clusters that are never selected (at most
+	// 1024).
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	ExcludeClusters []string `json:"exclude,omitempty"`
 }
@@ -330,7 +338,8 @@ type OverflowClusterAffinity struct {
 
 // FieldSelector matches clusters by fields of their spec.
 type FieldSelector struct {
-	// MatchExpressions must all hold.
+	// MatchExpressions must all hold (at most 16).
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	MatchExpressions []FieldSelectorRequirement `json:"matchExpressions,omitempty"`
 }
@@ -346,7 +355,9 @@ type FieldSelectorRequirement struct {
 	// +kubebuilder:validation:Enum=In;NotIn
 	Operator corev1.NodeSelectorOperator `json:"operator"`
 
-	// Values the field is compared with.
+	// Values the field is compared with (at most 256).
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	Values []string `json:"values,omitempty"`
 }
@@ -702,7 +713,9 @@ type Suspension struct {
 
 // SuspendClusters lists clusters whose dispatching is paused.
 type SuspendClusters struct {
-	// ClusterNames are the paused clusters.
+	// ClusterNames are the paused clusters (at most 1024).
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	ClusterNames []string `json:"clusterNames,omitempty"`
 }
