@@ -27,9 +27,13 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
-// maxKubernetesVersion is the Cluster CRD's bound on
-// status.kubernetesVersion.
-const maxKubernetesVersion = 128
+// The Cluster CRD's bounds on status.kubernetesVersion and on a condition
+// message: the DNS condition quotes node names the probe pods wrote, and a
+// message over the bound would have every status write refused.
+const (
+	maxKubernetesVersion = 128
+	maxConditionMessage  = 4096
+)
 
 // Event reasons on the Cluster.
 const (
@@ -310,7 +314,7 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 	ready := c.tracker.Observe(probed)
 	status := cluster.Status.DeepCopy()
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: clusterv1alpha1.ClusterConditionReady, Status: ready.Status, Reason: ready.Reason, Message: ready.Message,
+		Type: clusterv1alpha1.ClusterConditionReady, Status: ready.Status, Reason: ready.Reason, Message: statuslimits.Text(ready.Message, maxConditionMessage),
 		LastTransitionTime: metav1.NewTime(now),
 	})
 	if c.opts.Metrics != nil {
@@ -320,7 +324,7 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 		if dns, ok := c.opts.DNS(now); ok {
 			meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 				Type: clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady, Status: dns.Status,
-				Reason: dns.Reason, Message: dns.Message, LastTransitionTime: metav1.NewTime(now),
+				Reason: dns.Reason, Message: statuslimits.Text(dns.Message, maxConditionMessage), LastTransitionTime: metav1.NewTime(now),
 			})
 			if c.opts.Metrics != nil {
 				c.opts.Metrics.SetCondition(clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady, string(dns.Status))

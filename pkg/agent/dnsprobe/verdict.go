@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flotilla-io/flotilla/pkg/health"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // Each agent pod publishes its node's damped DNS verdict in the member
@@ -22,6 +23,12 @@ import (
 // spec.renewTime is when the verdict was last confirmed by a probe and
 // spec.leaseDurationSeconds how long it stays fresh; the leader ignores a
 // verdict whose renewTime is older than that (its agent is gone or stuck).
+// Bounds on what a verdict Lease says (its writer is any probe pod).
+const (
+	maxNodeName       = 253
+	maxVerdictMessage = 1024
+)
+
 const (
 	// LabelVerdict marks a verdict Lease; its value is always "true".
 	LabelVerdict = "dns.flotilla.io/verdict"
@@ -70,13 +77,15 @@ func VerdictFromLease(l *coordinationv1.Lease) (Verdict, bool) {
 	default:
 		return Verdict{}, false
 	}
-	node := l.Annotations[AnnotationNode]
+	// A probe pod writes its own Lease: what it says is bounded before the
+	// leader quotes it in the Cluster's condition.
+	node := statuslimits.Text(l.Annotations[AnnotationNode], maxNodeName)
 	if node == "" {
 		node = l.Name
 	}
 	return Verdict{
 		Node:       node,
-		Observed:   health.Observation{Status: status, Reason: l.Labels[LabelReason], Message: l.Annotations[AnnotationMessage]},
+		Observed:   health.Observation{Status: status, Reason: l.Labels[LabelReason], Message: statuslimits.Text(l.Annotations[AnnotationMessage], maxVerdictMessage)},
 		RenewTime:  l.Spec.RenewTime.Time,
 		StaleAfter: time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second,
 	}, true

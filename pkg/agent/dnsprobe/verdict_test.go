@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,4 +106,32 @@ func TestVerdictLeaseName(t *testing.T) {
 	if other := VerdictLeaseName(long[:259] + "m"); other == got {
 		t.Fatalf("two nodes map to the same Lease %q", got)
 	}
+}
+
+// FuzzVerdictFromLease: whatever a probe pod writes into its verdict Lease,
+// the verdict the leader takes from it is bounded (the node name it quotes
+// in the Cluster's condition, the message) and valid UTF-8, or refused.
+func FuzzVerdictFromLease(f *testing.F) {
+	f.Add("node-a", "True", "Resolved", "ok", int32(60))
+	f.Add(strings.Repeat("n", 300), "False", "Timeout", strings.Repeat("\xff", 5000), int32(-1))
+	f.Add("", "Maybe", "", "", int32(0))
+	f.Fuzz(func(t *testing.T, node, status, reason, message string, seconds int32) {
+		now := metav1.Now()
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "dns-probe-x",
+				Labels:      map[string]string{LabelVerdict: "true", LabelStatus: status, LabelReason: reason},
+				Annotations: map[string]string{AnnotationNode: node, AnnotationMessage: message}},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Time}, LeaseDurationSeconds: &seconds},
+		}
+		v, ok := VerdictFromLease(l)
+		if !ok {
+			return
+		}
+		if len([]rune(v.Node)) > maxNodeName || len([]rune(v.Observed.Message)) > maxVerdictMessage {
+			t.Fatalf("unbounded verdict: node %d, message %d characters", len(v.Node), len(v.Observed.Message))
+		}
+		if !utf8.ValidString(v.Node) || !utf8.ValidString(v.Observed.Message) {
+			t.Fatalf("invalid UTF-8 in the verdict")
+		}
+	})
 }
