@@ -80,7 +80,13 @@ const maxLeftOutReason = 256
 // gives an empty Aggregate.
 func (i *Interpreter) AggregateStatus(gvk schema.GroupVersionKind, statuses []ClusterStatus) Aggregate {
 	var agg Aggregate
-	leftOut := map[int]string{}
+	var leftOut map[int]string // allocated for the first status left out
+	leaveOut := func(k int, reason string) {
+		if leftOut == nil {
+			leftOut = map[int]string{}
+		}
+		leftOut[k] = reason
+	}
 	share := statuslimits.StatusShare(len(statuses))
 	type entry struct {
 		index  int
@@ -96,12 +102,12 @@ func (i *Interpreter) AggregateStatus(gvk schema.GroupVersionKind, statuses []Cl
 		var m map[string]any
 		if len(s.Status.Raw) > share || json.Unmarshal(s.Status.Raw, &m) != nil || m == nil || len(m) > statuslimits.MaxStatusProperties {
 			if note := statuslimits.StatusLeftOut(s.Status, share); note != "" {
-				leftOut[k] = note
+				leaveOut(k, note)
 			}
 			continue
 		}
 		if note := statuslimits.LeftOutNote(m); note != "" {
-			leftOut[k] = note
+			leaveOut(k, note)
 			continue
 		}
 		entries = append(entries, entry{k, m})
@@ -116,7 +122,7 @@ func (i *Interpreter) AggregateStatus(gvk schema.GroupVersionKind, statuses []Cl
 			s := aggregationSearch{rule: r.StatusAggregation, statuses: list}
 			out, dropped, failed := s.run()
 			for n, reason := range dropped {
-				leftOut[entries[n].index] = reason
+				leaveOut(entries[n].index, reason)
 			}
 			agg.Failed = failed
 			if len(out) > 0 {
@@ -133,7 +139,7 @@ func (i *Interpreter) AggregateStatus(gvk schema.GroupVersionKind, statuses []Cl
 		var invalid map[int]string
 		raw, invalid, _ = aggregateBuiltIn(gvk.Kind, maps)
 		for n, reason := range invalid {
-			leftOut[entries[n].index] = reason
+			leaveOut(entries[n].index, reason)
 		}
 	}
 	agg.Status, agg.TooLarge = statuslimits.WorkloadStatus(raw)

@@ -166,7 +166,7 @@ func aggregateBuiltIn(kind string, statuses []map[string]any) (*runtime.RawExten
 	out := map[string]any{}
 	var leftOut map[int]string
 	if fields, ok := aggregatedFields[kind]; ok {
-		invalid := make([][]string, len(statuses))
+		var invalid map[int][]string // allocated for the first value left out
 		for _, f := range fields {
 			var sum int64
 			seen := false
@@ -177,6 +177,9 @@ func aggregateBuiltIn(kind string, statuses []map[string]any) (*runtime.RawExten
 				}
 				n, ok := asInt64(v)
 				if !ok || n < 0 || n > maxCounter {
+					if invalid == nil {
+						invalid = map[int][]string{}
+					}
 					invalid[k] = append(invalid[k], fmt.Sprintf("status.%s: %s is not a counter (0 to %d)", f, valueText(v), maxCounter))
 					continue
 				}
@@ -188,9 +191,6 @@ func aggregateBuiltIn(kind string, statuses []map[string]any) (*runtime.RawExten
 			}
 		}
 		for k, notes := range invalid {
-			if len(notes) == 0 {
-				continue
-			}
 			if leftOut == nil {
 				leftOut = map[int]string{}
 			}
