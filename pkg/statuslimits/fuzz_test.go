@@ -36,7 +36,7 @@ func FuzzWorkStatus(f *testing.F) {
 		}
 		for range int(manifests) % (MaxManifestStatuses + 8) {
 			in.ManifestStatuses = append(in.ManifestStatuses, workv1alpha1.ManifestStatus{Health: workv1alpha1.ResourceHealth(health),
-				Status: &runtime.RawExtension{Raw: bytes.Clone(status)},
+				Status:     &runtime.RawExtension{Raw: bytes.Clone(status)},
 				Identifier: workv1alpha1.ResourceIdentifier{Kind: condType, Name: message}})
 		}
 		again := *in.DeepCopy()
