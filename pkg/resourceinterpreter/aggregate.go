@@ -198,10 +198,12 @@ const searchBudget = 16
 //
 // A failing set is halved until a half fails alone (narrow): a single
 // status the rule fails on is left out. A set whose halves both succeed
-// fails only as a whole (the sum of a lying 2^63-1 and an honest 3): its
-// statuses are added back, by halves, to the others that succeed (resolve),
-// and the one that makes the rule fail among them is left out, whatever
-// its position. An evaluation stopped at the rule's cost or time limit
+// fails only as a whole (the sum of a lying 2^63-1 and an honest 3): the
+// status whose removal alone lets all the others succeed is found by
+// halving that set (single) and left out, whatever its position; when no
+// one removal is enough, its statuses are added back, by halves, to the
+// others that succeed (resolve), leaving out each that makes the rule fail
+// among them. An evaluation stopped at the rule's cost or time limit
 // stops the search (that is the size of the whole, not one cluster's
 // value), as does the budget; the largest set that succeeded is then the
 // aggregate, and the clusters not in it are left out unchecked.
@@ -316,10 +318,26 @@ func (s *aggregationSearch) solve(set []int, why string) []int {
 		s.dropped[culprit[0]] = "the aggregation rule fails on its status: " + why
 		culprit = nil
 	}
-	base := rest
-	if ok, whyRest := s.eval(rest); s.stopped != "" {
+	restOK, whyRest := s.eval(rest)
+	if s.stopped != "" {
 		return nil
-	} else if !ok {
+	}
+	if len(culprit) > 1 && restOK {
+		// The culprit set succeeds by halves but not whole. Leave out
+		// one status if that is enough for all the others (a lie near
+		// 2^63 that overflows only with the honest counts): that is
+		// the liar, unless the statuses fail only all together, and
+		// then any one of them does.
+		if k, found := s.single(set, culprit); found {
+			s.dropped[k] = "the aggregation rule fails with its status among the other clusters': " + why
+			return without(set, []int{k})
+		}
+		if s.stopped != "" {
+			return nil
+		}
+	}
+	base := rest
+	if !restOK {
 		base = s.solve(rest, whyRest)
 		if s.stopped != "" {
 			return nil
@@ -328,11 +346,33 @@ func (s *aggregationSearch) solve(set []int, why string) []int {
 	if len(culprit) == 0 {
 		return base
 	}
-	// The culprit set succeeds by halves but not whole: add it back to
-	// the rest that succeeds. When nothing of rest was left out, base
+	// Add the culprit set back to the rest that succeeds, leaving out
+	// what fails among them. When nothing of rest was left out, base
 	// and culprit together are set, known to fail.
-	known := len(base) == len(rest)
-	return union(base, s.resolve(base, culprit, known, why))
+	return union(base, s.resolve(base, culprit, len(base) == len(rest), why))
+}
+
+// single finds one status of part (over whose removal from set, known, the
+// rule succeeds) whose removal alone is enough, halving part: false when
+// none is (or the search stopped).
+func (s *aggregationSearch) single(set, part []int) (int, bool) {
+	if len(part) == 1 {
+		return part[0], true
+	}
+	half := len(part) / 2
+	for _, p := range [][]int{part[:half], part[half:]} {
+		ok, _ := s.eval(without(set, p))
+		if s.stopped != "" {
+			return 0, false
+		}
+		if !ok {
+			continue
+		}
+		if k, found := s.single(set, p); found || s.stopped != "" {
+			return k, found
+		}
+	}
+	return 0, false
 }
 
 // narrow halves set, which fails with why, down to a single status the

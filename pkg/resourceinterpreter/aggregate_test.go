@@ -299,3 +299,28 @@ func TestAggregateStatusBoundsEachClustersStatus(t *testing.T) {
 		}
 	}
 }
+
+// A lie near 2^63 that overflows the sum only with two or more honest
+// counts (found by FuzzStatusAggregationRule, testdata/fuzz/
+// FuzzStatusAggregationRule/31c1beb1d84f8ba0): one status is left out, the
+// liar's whenever leaving it out alone is enough. When any one removal is
+// enough (the liar with two honest counts), the rule cannot tell which of
+// them lies; one of them is left out.
+func TestAggregationRuleLeavesOutOneStatusForOneLiar(t *testing.T) {
+	in := shippedInterpreter(t)
+	h, liar := `{"phase":"Healthy","replicas":3}`, `{"phase":"Healthy","replicas":"9223372036854775802"}`
+	for _, tc := range []struct {
+		statuses []string
+		want     string // the cluster left out; "" when any one may be
+	}{
+		{[]string{h, liar, h}, ""},
+		{[]string{h, h, liar, h}, "member2"},
+		{[]string{liar, h, h, h, h}, "member0"},
+		{[]string{h, h, h, h, h, h, liar, h}, "member6"},
+	} {
+		agg := in.AggregateStatus(shippedRolloutGVK, clusterStatuses(tc.statuses...))
+		if len(agg.LeftOut) != 1 || tc.want != "" && agg.LeftOut[0].ClusterName != tc.want || agg.Status == nil {
+			t.Errorf("%d statuses: left out %+v, want %q only", len(tc.statuses), agg.LeftOut, tc.want)
+		}
+	}
+}

@@ -190,14 +190,22 @@ func (e *Expression) EvalMap(value any) (map[string]any, error) {
 	return m, nil
 }
 
-// EvalAggregation evaluates statusAggregation over statuses (a list of
-// {clusterName, status} maps) into a map. Its time limit is EvalTimeout per
-// AssumedMaxSize statuses: the limit was sized for one object, and a rule
-// folds every cluster's status, so a rule that fits it over 100 clusters is
-// not cut short over 1,000 (the shipped Rollout rule takes ~15 ms there).
+// AggregationTimeout is the time limit of a statusAggregation evaluation
+// per AssumedMaxSize statuses it folds. EvalTimeout was sized for one
+// object on the agent; an aggregation runs on the hub over every cluster's
+// status, and a rule's honest work grows with them: the shipped Rollout
+// rule takes ~2 ms per 100 statuses (15 ms over 1,000, which EvalTimeout
+// cut short from ~600 clusters), so 40 ms per 100 leaves a hub loaded
+// five times over room to finish, and stops a rule whose cost tracking
+// runs away (EvalTimeout's reason) within 0.4 s over 1,000 clusters.
 // RuntimeCostLimit stays the bound of what one evaluation may do.
+const AggregationTimeout = 4 * EvalTimeout
+
+// EvalAggregation evaluates statusAggregation over statuses (a list of
+// {clusterName, status} maps) into a map, within AggregationTimeout per
+// AssumedMaxSize statuses.
 func (e *Expression) EvalAggregation(statuses []any) (map[string]any, error) {
-	timeout := EvalTimeout * time.Duration(max(1, (len(statuses)+AssumedMaxSize-1)/AssumedMaxSize))
+	timeout := AggregationTimeout * time.Duration(max(1, (len(statuses)+AssumedMaxSize-1)/AssumedMaxSize))
 	val, _, err := e.evalWithin(statuses, timeout)
 	if err != nil {
 		return nil, err
