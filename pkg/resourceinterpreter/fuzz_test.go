@@ -36,7 +36,7 @@ const slowCall = 2 * time.Second
 func FuzzAggregateStatus(f *testing.F) {
 	f.Add(uint8(0), int64(3), int64(9007199254740992), 2.5, uint16(1100), []byte(`{"replicas":-1}`))
 	f.Add(uint8(1), int64(math.MaxInt64), int64(-5), 1e300, uint16(3), []byte(`{"readyReplicas":"9"}`))
-	f.Add(uint8(4), int64(0), int64(math.MaxInt32), -0.0, uint16(2), []byte(`[1]`))
+	f.Add(uint8(4), int64(0), int64(math.MaxInt32), math.Copysign(0, -1), uint16(2), []byte(`[1]`))
 	f.Add(uint8(5), int64(1), int64(2), 3.0, uint16(5), []byte(`{"loadBalancer":{"ingress":[{"ip":"10.0.0.1"}]}}`))
 	f.Fuzz(func(t *testing.T, kindIndex uint8, a, b int64, c float64, n uint16, other []byte) {
 		kind := fuzzKinds[int(kindIndex)%len(fuzzKinds)]
