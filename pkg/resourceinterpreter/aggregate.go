@@ -222,17 +222,17 @@ type aggregationSearch struct {
 // index into statuses), and why there is no aggregate when no set of the
 // statuses succeeded.
 func (s *aggregationSearch) run() (map[string]any, map[int]string, string) {
-	s.ok, s.dropped = map[string]map[string]any{}, map[int]string{}
-	all := make([]int, len(s.statuses))
-	for k := range all {
-		all[k] = k
-	}
 	out, err := s.rule.EvalAggregation(s.statuses)
 	if err == nil {
 		return out, nil, ""
 	}
 	if customization.IsLimit(err) {
 		return nil, nil, ruleError(err)
+	}
+	s.ok, s.dropped = map[string]map[string]any{}, map[int]string{}
+	all := make([]int, len(s.statuses))
+	for k := range all {
+		all[k] = k
 	}
 	kept := s.solve(all, ruleError(err))
 	if s.stopped != "" {

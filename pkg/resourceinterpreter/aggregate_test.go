@@ -202,7 +202,17 @@ func TestAggregationSearchIsBounded(t *testing.T) {
 		{"a rule that always fails", aggregationSearch{rule: list, statuses: statuses(-1, "")}, 0},
 	} {
 		start := time.Now()
-		out, dropped, failed := tc.search.run()
+		var out map[string]any
+		var dropped map[int]string
+		var failed string
+		// A machine loaded many times over can stop an evaluation at its
+		// time limit, which ends the search early: try again then.
+		for try := 0; try < 5; try++ {
+			tc.search = aggregationSearch{rule: tc.search.rule, statuses: tc.search.statuses}
+			if out, dropped, failed = tc.search.run(); !strings.Contains(tc.search.stopped, "time limit") {
+				break
+			}
+		}
 		if (tc.wantKept == 0) != (failed != "") {
 			t.Errorf("%s: failed %q", tc.name, failed)
 		}
@@ -223,7 +233,13 @@ func TestAggregationSearchIsBounded(t *testing.T) {
 // aggregation grows with the statuses it folds (before, it stopped at 10 ms,
 // about 600 clusters on an idle machine, fewer under load).
 func TestShippedAggregationOverAThousandClusters(t *testing.T) {
-	agg := shippedInterpreter(t).AggregateStatus(shippedRolloutGVK, rolloutStatuses(1000))
+	in := shippedInterpreter(t)
+	agg := in.AggregateStatus(shippedRolloutGVK, rolloutStatuses(1000))
+	if limited(agg) {
+		// 40 times the time it takes idle; a machine loaded beyond
+		// that gets a second chance.
+		agg = in.AggregateStatus(shippedRolloutGVK, rolloutStatuses(1000))
+	}
 	if got := decodeStatus(t, agg.Status); got["replicas"] != 3000.0 || agg.Failed != "" || len(agg.LeftOut) > 0 {
 		t.Fatalf("aggregate %v, %+v", got, agg)
 	}
