@@ -88,12 +88,12 @@ func TestInterpreterRollout(t *testing.T) {
 		}
 		statuses = append(statuses, resourceinterpreter.ClusterStatus{ClusterName: cluster, Status: in.ReflectStatus(copy)})
 	}
-	agg, err := in.AggregateStatus(template.GroupVersionKind(), statuses)
-	if err != nil {
-		t.Fatal(err)
+	agg := in.AggregateStatus(template.GroupVersionKind(), statuses)
+	if agg.Status == nil || len(agg.LeftOut) > 0 || agg.Failed != "" {
+		t.Fatalf("aggregate %+v", agg)
 	}
 	var got map[string]any
-	if err := json.Unmarshal(agg.Raw, &got); err != nil {
+	if err := json.Unmarshal(agg.Status.Raw, &got); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]any{"replicas": 4.0, "updatedReplicas": 4.0, "readyReplicas": 4.0, "availableReplicas": 4.0, "phase": "Healthy"}, got); diff != "" {

@@ -102,14 +102,15 @@ func TestInterpreterCustomizationFirst(t *testing.T) {
 	if got := string(i.ReflectStatus(obj).Raw); got != `{"availableReplicas":5,"phase":"Healthy"}` {
 		t.Fatalf("reflected = %s", got)
 	}
-	agg, err := i.AggregateStatus(rolloutGVK, []ClusterStatus{
+	agg := i.AggregateStatus(rolloutGVK, []ClusterStatus{
 		{"a", &runtime.RawExtension{Raw: []byte(`{"availableReplicas":2}`)}},
 		{"b", &runtime.RawExtension{Raw: []byte(`{"availableReplicas":3}`)}},
 		{"c", nil},
 		{"d", &runtime.RawExtension{Raw: []byte(`[1]`)}},
 	})
-	if err != nil || string(agg.Raw) != `{"availableReplicas":5,"clusters":["a","b"]}` {
-		t.Fatalf("aggregated = %v %v", agg, err)
+	if agg.Status == nil || string(agg.Status.Raw) != `{"availableReplicas":5,"clusters":["a","b"]}` ||
+		len(agg.LeftOut) != 1 || agg.LeftOut[0].ClusterName != "d" {
+		t.Fatalf("aggregated = %+v", agg)
 	}
 	deps, err := i.GetDependencies(obj)
 	want := []workv1alpha1.DependencyReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "AnalysisTemplate", Name: "success-rate"}}

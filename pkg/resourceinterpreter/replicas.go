@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // replicaField is where a kind keeps its replica count, and where its pod
@@ -128,9 +130,10 @@ var aggregatedFields = map[string][]string{
 // one, as `kubectl get` on a single cluster would show it: replica counters
 // for workloads, the load balancer ingress of Services and Ingresses. Other
 // kinds (and no status at all) give nil. Statuses that are not JSON objects
-// are skipped.
+// are skipped, and so is a counter that is not one (aggregateBuiltIn):
+// Interpreter.AggregateStatus also says which cluster's was.
 func AggregateStatus(kind string, statuses []*runtime.RawExtension) (*runtime.RawExtension, error) {
-	var decoded []map[string]any
+	decoded := make([]map[string]any, 0, len(statuses))
 	for _, s := range statuses {
 		if s == nil || len(s.Raw) == 0 {
 			continue
@@ -141,27 +144,64 @@ func AggregateStatus(kind string, statuses []*runtime.RawExtension) (*runtime.Ra
 		}
 		decoded = append(decoded, m)
 	}
-	if len(decoded) == 0 {
-		return nil, nil
+	raw, _, err := aggregateBuiltIn(kind, decoded)
+	return raw, err
+}
+
+// maxCounter is the largest value of a status counter of the built-in
+// kinds: Kubernetes declares them int32, and none is negative.
+const maxCounter = math.MaxInt32
+
+// aggregateBuiltIn is AggregateStatus over decoded statuses. A member's
+// counter outside 0 to maxCounter (or not an integer) is not a count its
+// controller could have written: it is left out of the sum, and the note of
+// the status it came from says so (leftOut, by index into statuses). So a
+// lying member can neither wrap the sum (a sum of valid counters cannot
+// overflow an int64 below 2^32 clusters) nor lower it with a negative count:
+// the aggregate of every field is at least any one member's valid value.
+func aggregateBuiltIn(kind string, statuses []map[string]any) (*runtime.RawExtension, map[int]string, error) {
+	if len(statuses) == 0 {
+		return nil, nil, nil
 	}
 	out := map[string]any{}
+	var leftOut map[int]string
 	if fields, ok := aggregatedFields[kind]; ok {
+		var invalid map[int][]string // allocated for the first value left out
 		for _, f := range fields {
 			var sum int64
 			seen := false
-			for _, m := range decoded {
-				if n, ok := asInt64(m[f]); ok {
-					sum += n
-					seen = true
+			for k, m := range statuses {
+				v, present := m[f]
+				if !present {
+					continue
 				}
+				n, ok := asInt64(v)
+				if !ok || n < 0 || n > maxCounter {
+					if invalid == nil {
+						invalid = map[int][]string{}
+					}
+					invalid[k] = append(invalid[k], fmt.Sprintf("status.%s: %s is not a counter (0 to %d)", f, valueText(v), maxCounter))
+					continue
+				}
+				sum += n
+				seen = true
 			}
 			if seen {
 				out[f] = sum
 			}
 		}
+		for k, notes := range invalid {
+			if leftOut == nil {
+				leftOut = map[int]string{}
+			}
+			leftOut[k] = notes[0]
+			if len(notes) > 1 {
+				leftOut[k] += fmt.Sprintf(" (and %d more fields)", len(notes)-1)
+			}
+		}
 	} else if kind == "Service" || kind == "Ingress" {
 		var ingress []any
-		for _, m := range decoded {
+		for _, m := range statuses {
 			lb, _ := m["loadBalancer"].(map[string]any)
 			if items, ok := lb["ingress"].([]any); ok {
 				ingress = append(ingress, items...)
@@ -171,16 +211,35 @@ func AggregateStatus(kind string, statuses []*runtime.RawExtension) (*runtime.Ra
 			out["loadBalancer"] = map[string]any{"ingress": ingress}
 		}
 	} else {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(out) == 0 {
-		return nil, nil
+		return nil, leftOut, nil
 	}
 	raw, err := json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return nil, leftOut, err
 	}
-	return &runtime.RawExtension{Raw: raw}, nil
+	return &runtime.RawExtension{Raw: raw}, leftOut, nil
+}
+
+// valueText names a reported value in a note: a number as it is, a
+// string quoted and cut, anything else by its JSON type.
+func valueText(v any) string {
+	switch t := v.(type) {
+	case float64, int64, json.Number:
+		return fmt.Sprint(t)
+	case string:
+		return strconv.Quote(statuslimits.Text(t, 32))
+	case nil:
+		return "null"
+	case bool:
+		return "a bool"
+	case []any:
+		return "a list"
+	default:
+		return "a map"
+	}
 }
 
 func asInt64(v any) (int64, bool) {

@@ -69,6 +69,11 @@ const (
 	// that a policy which would win the template were it unclaimed may not
 	// take it from the policy that claimed it.
 	TemplateConditionPreemptionBlocked = "PreemptionBlocked"
+	// TemplateConditionWorkloadStatusIncomplete, present only while true,
+	// says that status.workloadStatus leaves out some cluster's reported
+	// status, or is not the aggregate at all (too large, or the rule
+	// failed), and why.
+	TemplateConditionWorkloadStatusIncomplete = "WorkloadStatusIncomplete"
 )
 
 // BindingName is the binding of a template's object: "<name>-<kind>".

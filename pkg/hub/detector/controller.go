@@ -684,13 +684,7 @@ func MirrorBinding(interpreter *resourceinterpreter.Interpreter, status *workv1a
 			meta.SetStatusCondition(&status.Conditions, mirrored)
 		}
 	}
-	statuses := make([]resourceinterpreter.ClusterStatus, 0, len(binding.Status.AggregatedStatus))
-	for _, item := range binding.Status.AggregatedStatus {
-		if item.Status != nil {
-			statuses = append(statuses, resourceinterpreter.ClusterStatus{ClusterName: item.ClusterName, Status: item.Status})
-		}
-	}
-	status.WorkloadStatus, _ = interpreter.AggregateStatus(schema.FromAPIVersionAndKind(binding.Spec.Resource.APIVersion, binding.Spec.Resource.Kind), statuses)
+	mirrorWorkloadStatus(interpreter, status, binding, generation)
 }
 
 // WithBindingStatusDenials shows a binding status write the apiserver
