@@ -40,6 +40,7 @@ import (
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // RuleError is why one rule carried nothing.
@@ -229,11 +230,9 @@ func kindName(k reflect.Kind) string {
 	return k.String()
 }
 
+// truncate bounds s to n bytes, cut on a character.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
+	return statuslimits.Truncate(s, n)
 }
 
 // StatusOf is the last status the hub saw of the workload on cluster, nil

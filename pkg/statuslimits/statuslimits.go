@@ -103,6 +103,43 @@ func Text(s string, limit int) string {
 	return string(runes)
 }
 
+// Truncate bounds s to at most maxBytes bytes of valid UTF-8: invalid
+// UTF-8 becomes U+FFFD, and a longer s is cut on a character boundary, the
+// last three bytes "…". It is the one way Flotilla cuts a message for an
+// API field, a log or an answer whose limit is in bytes: a cut in the
+// middle of a character would be stored as U+FFFD by the apiserver, so
+// the stored message would never equal the computed one and a controller
+// comparing the two would write it again on every sync. The result is a
+// pure function of s and maxBytes, and Truncate(Truncate(s, n), n) ==
+// Truncate(s, n). Unlike Text it keeps control characters: use Text for
+// what reaches a terminal.
+func Truncate(s string, maxBytes int) string {
+	if maxBytes <= 0 {
+		return ""
+	}
+	if len(s) <= maxBytes && utf8.ValidString(s) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxBytes {
+		return s
+	}
+	const ellipsis = "…"
+	if maxBytes < len(ellipsis) {
+		return s[:runeStart(s, maxBytes)]
+	}
+	return s[:runeStart(s, maxBytes-len(ellipsis))] + ellipsis
+}
+
+// runeStart is the largest i <= n at which a character of the valid UTF-8
+// s starts (len(s) > n).
+func runeStart(s string, n int) int {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
 // clean: s is valid UTF-8 of printable characters only.
 func clean(s string) bool {
 	for i := 0; i < len(s); {

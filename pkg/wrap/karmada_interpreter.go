@@ -94,7 +94,9 @@ func convertKarmadaCustomization(s sourced, res *Result) (*unstructured.Unstruct
 			report(path, fmt.Sprintf("Lua script not converted (%s); %s", reason(err), operationHint(op)))
 			continue
 		}
-		converted++
+		if op != "retention" || rules.Retention != nil { // retaining nothing is a note, not a rule
+			converted++
+		}
 		for _, n := range notes {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: %s: %s (%s)", desc, op, n, s.src))
 		}

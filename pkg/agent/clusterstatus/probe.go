@@ -13,6 +13,7 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/health"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // maxMessage bounds the apiserver body quoted in a condition message.
@@ -43,9 +44,7 @@ func ProbeAPIServer(ctx context.Context, client rest.Interface) health.Observati
 	}
 }
 
+// truncate bounds a message to maxMessage bytes, cut on a character.
 func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return s[:maxMessage] + "…"
+	return statuslimits.Truncate(s, maxMessage)
 }

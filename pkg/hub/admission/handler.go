@@ -12,6 +12,11 @@
 // Every hub replica serves the webhook, leader or not, with the serving
 // certificate the CertController keeps in one Secret (or files from
 // --webhook-cert-dir).
+//
+// The caller is not authenticated (any pod that reaches the port can send
+// a review; manifests/hub's NetworkPolicy narrows who can): what a review
+// makes the hub keep or answer is bounded (bounds.go), and a verdict is
+// cached by the spec's content.
 package admission
 
 import (
@@ -29,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // ValidatePath is where the hub serves the validation of
@@ -42,7 +48,8 @@ const ValidatePath = "/validate-resourceinterpretercustomization"
 const MaxRequestBytes = 7 << 20
 
 // ValidateFunc validates a customization; its errors name the fields
-// (customization.Validate).
+// (customization.Validate). It must be a pure function of the spec: its
+// verdict is cached by the spec's content.
 type ValidateFunc func(*configv1alpha1.ResourceInterpreterCustomization) field.ErrorList
 
 var customizationKind = configv1alpha1.SchemeGroupVersion.WithKind("ResourceInterpreterCustomization").GroupKind()
@@ -52,11 +59,15 @@ var customizationKind = configv1alpha1.SchemeGroupVersion.WithKind("ResourceInte
 type Handler struct {
 	validate ValidateFunc
 	metrics  *Metrics
+	verdicts *verdicts
+	// inFlight holds a token per review being read or decided.
+	inFlight chan struct{}
 }
 
 // NewHandler returns a handler calling validate; metrics may be nil.
 func NewHandler(validate ValidateFunc, metrics *Metrics) *Handler {
-	return &Handler{validate: validate, metrics: metrics}
+	return &Handler{validate: validate, metrics: metrics, verdicts: newVerdicts(),
+		inFlight: make(chan struct{}, maxConcurrentReviews)}
 }
 
 // ServeHTTP answers one AdmissionReview. A body that is not one is an HTTP
@@ -71,6 +82,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
 		return
 	}
+	select {
+	case h.inFlight <- struct{}{}:
+		defer func() { <-h.inFlight }()
+	case <-r.Context().Done():
+		http.Error(w, "too many admission reviews in flight", http.StatusServiceUnavailable)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -78,16 +96,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("request body larger than %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, statuslimits.Truncate("reading the request body: "+err.Error(), maxMessage), http.StatusBadRequest)
 		return
 	}
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil {
-		http.Error(w, "decoding the AdmissionReview: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, statuslimits.Truncate("decoding the AdmissionReview: "+err.Error(), maxMessage), http.StatusBadRequest)
 		return
 	}
 	if review.Request == nil {
 		http.Error(w, "the AdmissionReview has no request", http.StatusBadRequest)
+		return
+	}
+	if len(review.Request.UID) > maxUID {
+		http.Error(w, fmt.Sprintf("the AdmissionReview's uid is longer than %d bytes", maxUID), http.StatusBadRequest)
 		return
 	}
 	resp := h.Review(review.Request)
@@ -111,9 +133,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	if req.Kind.Group != customizationKind.Group || req.Kind.Kind != customizationKind.Kind {
+		kind := statuslimits.Truncate(req.Kind.String(), maxLogged)
 		klog.InfoS("Admission request for a kind this webhook does not validate: allowed (check the ValidatingWebhookConfiguration's rules)",
-			"kind", req.Kind.String(), "name", req.Name)
-		resp.Warnings = []string{fmt.Sprintf("the Flotilla hub's webhook validates only %s, not %s", customizationKind, req.Kind.String())}
+			"kind", kind, "name", statuslimits.Truncate(req.Name, maxLogged))
+		resp.Warnings = []string{fmt.Sprintf("the Flotilla hub's webhook validates only %s, not %s", customizationKind, kind)}
 		return resp
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
@@ -123,17 +146,18 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	if err := json.Unmarshal(req.Object.Raw, ric); err != nil {
 		resp.Allowed = false
 		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-			Message: "decoding the ResourceInterpreterCustomization: " + err.Error()}
+			Message: statuslimits.Truncate("decoding the ResourceInterpreterCustomization: "+err.Error(), maxMessage)}
 		return resp
 	}
-	errs := h.validate(ric)
+	errs := h.verdicts.verdict(ric, h.validate)
 	if len(errs) == 0 {
 		return resp
 	}
 	// The apiserver's own answer to an invalid object: 422 Invalid, one
 	// cause per field, and the message kubectl prints after "denied the
 	// request: ".
-	status := apierrors.NewInvalid(customizationKind, ric.Name, errs).ErrStatus
+	status := apierrors.NewInvalid(customizationKind, statuslimits.Truncate(ric.Name, maxLogged), errs).ErrStatus
+	boundStatus(&status)
 	resp.Allowed = false
 	resp.Result = &status
 	return resp

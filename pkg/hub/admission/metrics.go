@@ -1,8 +1,6 @@
 package admission
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -28,7 +26,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
-			Name: "requests_total", Help: "ResourceInterpreterCustomization admission reviews by operation and result (allowed, denied)."},
+			Name: "requests_total", Help: "ResourceInterpreterCustomization admission reviews by operation (create, update, delete, connect, other) and result (allowed, denied)."},
 			[]string{"operation", "result"}),
 		CertificateExpiry: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "certificate_expiration_timestamp_seconds", Help: "When the webhook's serving certificate in use expires (Unix seconds); 0 while there is none."}),
@@ -48,7 +46,26 @@ func (m *Metrics) observe(req *admissionv1.AdmissionRequest, resp *admissionv1.A
 	if !resp.Allowed {
 		result = "denied"
 	}
-	m.Requests.WithLabelValues(strings.ToLower(string(req.Operation)), result).Inc()
+	m.Requests.WithLabelValues(operationLabel(req.Operation), result).Inc()
+}
+
+// operationLabels are the values of the operation label: the review's
+// operation is whatever the caller wrote (anyone who reaches the port can
+// send one), and each distinct label value is a series the hub keeps.
+var operationLabels = map[admissionv1.Operation]string{
+	admissionv1.Create:  "create",
+	admissionv1.Update:  "update",
+	admissionv1.Delete:  "delete",
+	admissionv1.Connect: "connect",
+}
+
+// operationLabel is op's label value: "other" for anything the apiserver
+// never sends.
+func operationLabel(op admissionv1.Operation) string {
+	if l, ok := operationLabels[op]; ok {
+		return l
+	}
+	return "other"
 }
 
 func (m *Metrics) issued(what string) {

@@ -39,6 +39,7 @@ import (
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // BackendServices returns the sorted names of the Services the ingress's
@@ -439,9 +440,7 @@ func HostsAdmitted(conflicts []dnstraffic.HostConflict, invalid []string) metav1
 	if len(invalid) > 0 {
 		quoted := make([]string, 0, min(len(invalid), maxListed))
 		for _, h := range invalid[:min(len(invalid), maxListed)] {
-			if len(h) > maxInvalidLen { // a host can be any string: keep the message under the API's limit
-				h = h[:maxInvalidLen] + "..."
-			}
+			h = statuslimits.Truncate(h, maxInvalidLen) // a host can be any string: keep the message under the API's limit
 			quoted = append(quoted, strconv.Quote(h))
 		}
 		invalidMsg = fmt.Sprintf("%s not a DNS name (use lowercase punycode), never served", strings.Join(quoted, ", "))

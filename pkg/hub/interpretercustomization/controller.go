@@ -45,6 +45,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	configlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/config/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
+	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
 // Reasons of the Compiled condition.
@@ -55,24 +56,26 @@ const (
 	ReasonInvalid = "Invalid"
 )
 
-// maxMessage bounds the condition message (metav1.Condition allows 32768).
+// maxMessage bounds the condition message in bytes (metav1.Condition
+// allows 32768 characters).
 const maxMessage = 4096
 
-// Condition is the Compiled condition for ric: a pure function of its spec.
+// Condition is the Compiled condition for ric: a pure function of its spec,
+// computed from customization.Compile, the function whose Rules the hub and
+// the agents use, so that True means exactly "in use".
 func Condition(ric *configv1alpha1.ResourceInterpreterCustomization) metav1.Condition {
 	c := metav1.Condition{Type: configv1alpha1.ConditionCompiled, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
 		Message: "every rule compiled within the cost budget", ObservedGeneration: ric.Generation}
-	if errs := customization.Validate(ric); len(errs) > 0 {
+	if _, errs := customization.Compile(ric); len(errs) > 0 {
 		msgs := make([]string, 0, len(errs))
 		for _, e := range errs {
 			msgs = append(msgs, e.Error())
 		}
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalid
-		c.Message = fmt.Sprintf("not in use (%s %s falls back to the built-in interpretation): %s",
-			ric.Spec.Target.APIVersion, ric.Spec.Target.Kind, strings.Join(msgs, "; "))
-		if len(c.Message) > maxMessage {
-			c.Message = c.Message[:maxMessage-3] + "..."
-		}
+		// Cut on a character: the apiserver stores what it is given only
+		// when it is valid UTF-8, and sync compares the stored message.
+		c.Message = statuslimits.Truncate(fmt.Sprintf("not in use (%s %s falls back to the built-in interpretation): %s",
+			ric.Spec.Target.APIVersion, ric.Spec.Target.Kind, strings.Join(msgs, "; ")), maxMessage)
 	}
 	return c
 }

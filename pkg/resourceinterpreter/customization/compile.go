@@ -109,8 +109,12 @@ func (k resultKind) accepts(t *celtypes.Type) bool {
 // Compile compiles every rule of ric. Errors name the field of the
 // expression (spec.customizations.healthInterpretation.expression, ...):
 // it does not parse or type-check, cannot produce the operation's result,
-// or its estimated cost exceeds StaticCostBudget. Rules is nil when there
-// are errors.
+// or its estimated cost exceeds StaticCostBudget; or the target or a path
+// is invalid (targetErrors). Rules is nil when there are errors.
+//
+// Compile is the one judgement of a customization: the hub and the agents
+// use its Rules, the webhook refuses what it refuses (Validate), and the
+// Compiled condition says what it returned.
 func Compile(ric *configv1alpha1.ResourceInterpreterCustomization) (*Rules, field.ErrorList) {
 	var errs field.ErrorList
 	rules := &Rules{Name: ric.Name}
@@ -181,16 +185,26 @@ func Compile(ric *configv1alpha1.ResourceInterpreterCustomization) (*Rules, fiel
 			rules.Retention = append(rules.Retention, ptr)
 		}
 	}
+	errs = append(errs, targetErrors(ric)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return rules, nil
 }
 
-// Validate returns the errors of Compile and the semantic checks on
-// ric's target: what the validating webhook refuses.
+// Validate returns the errors of Compile: what the validating webhook
+// refuses, exactly what the hub and the agents do not use.
 func Validate(ric *configv1alpha1.ResourceInterpreterCustomization) field.ErrorList {
 	_, errs := Compile(ric)
+	return errs
+}
+
+// targetErrors are the semantic checks on ric as a whole. A customization
+// that reached the store without the webhook (installed before it, or
+// while it was down) and fails them is not used either: Flotilla's own
+// kinds keep Flotilla's interpretation.
+func targetErrors(ric *configv1alpha1.ResourceInterpreterCustomization) field.ErrorList {
+	var errs field.ErrorList
 	gv, err := schema.ParseGroupVersion(ric.Spec.Target.APIVersion)
 	if err == nil && (gv.Group == "flotilla.io" || strings.HasSuffix(gv.Group, ".flotilla.io")) {
 		errs = append(errs, field.Invalid(targetPath.Child("apiVersion"), ric.Spec.Target.APIVersion,
