@@ -191,7 +191,7 @@ func check(v any, n *node, path string) error {
 			if first != nil && k >= firstKey {
 				continue
 			}
-			if err := check(e, n.elem, join(path, k)); err != nil {
+			if err := check(e, n.elem, join(path, pathKey(k))); err != nil {
 				first, firstKey = err, k
 			}
 		}
@@ -227,6 +227,23 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// pathKey is a map key as shown in a path: a tenant's key may be of any
+// length, so one longer than MaxLength bytes is cut (on a character
+// boundary) and marked.
+func pathKey(k string) string {
+	if len(k) <= MaxLength {
+		return k
+	}
+	cut := 0
+	for i := range k {
+		if i > MaxLength {
+			break
+		}
+		cut = i
+	}
+	return k[:cut] + "…"
 }
 
 // checkValue bounds one value at a quantity's place.

@@ -19,6 +19,7 @@ package quantities
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,8 @@ func TestCheck(t *testing.T) {
 			`spec.volumes[0].emptyDir.sizeLimit: "99999999999999999999": out of range: the magnitude is above 9P (9000000000000000)`},
 		{"not a quantity", `{"containers":[{"resources":{"requests":{"cpu":"lots"}}}]}`,
 			`spec.containers[0].resources.requests.cpu: "lots": not a quantity`},
+		{"a long key is cut in the path", `{"overhead":{"` + strings.Repeat("é", 100) + `":"1e100"}}`,
+			`spec.overhead.` + strings.Repeat("é", 32) + `…: "1e100": out of range: the exponent is beyond ±99`},
 		{"wrong JSON types are the conversion's", `{"containers":{"a":1},"overhead":[1],"volumes":[{"emptyDir":{"sizeLimit":true}}]}`, ""},
 	} {
 		err := PodSpec.Check(decode(t, c.spec), "spec")

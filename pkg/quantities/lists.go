@@ -41,7 +41,7 @@ func CheckList(l corev1.ResourceList, path string, nonNegative bool) error {
 		}
 		if err != nil {
 			first, firstName = err.(*Error), name
-			first.Path = join(path, string(name))
+			first.Path = join(path, pathKey(string(name)))
 		}
 	}
 	if first == nil {
