@@ -86,7 +86,10 @@ type Controller struct {
 	opts     Options
 	bindings *workobjects.Bindings
 	clusters clusterlisters.ClusterLister
-	synced   []cache.InformerSynced
+	// summaries remembers whose resource summary is out of range, once
+	// per Cluster update.
+	summaries core.SummaryVerdicts
+	synced    []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -127,7 +130,15 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 				c.enqueueAll()
 			}
 		},
-		DeleteFunc: func(any) { c.enqueueAll() },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
+				c.summaries.Forget(cl.Name)
+			}
+			c.enqueueAll()
+		},
 	})
 	return c
 }
@@ -305,7 +316,8 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		// So does a change of how replicas are divided (weights,
 		// preference): the new division is what was asked for.
 		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
-		RestoreRemoved: scheduleType == TypePlacementChanged}
+		RestoreRemoved: scheduleType == TypePlacementChanged,
+		Summaries:      &c.summaries}
 	result, decideErr := core.Schedule(in)
 	decided := time.Now()
 	defer func() {
