@@ -37,8 +37,8 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
-	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/quantities"
+	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )

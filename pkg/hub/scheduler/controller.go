@@ -90,7 +90,7 @@ type Controller struct {
 	// per Cluster update.
 	summaries core.SummaryVerdicts
 	synced    []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the scheduler to factory's informers.
