@@ -173,6 +173,22 @@ var kubernetesPattern = regexp.MustCompile(`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9
 
 var crdPattern = regexp.MustCompile(CRDPattern)
 
+// fastest is how long f takes, the shortest of up to three runs: a call
+// that is slow by its input is slow every time; one slowed by the machine
+// (a GC pause, another process) is not. Fuzz targets bound it.
+func fastest(f func()) time.Duration {
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		start := time.Now()
+		f()
+		best = min(best, time.Since(start))
+		if best <= 10*time.Millisecond {
+			break
+		}
+	}
+	return best
+}
+
 // FuzzParseQuantity: for any string, Parse does not panic, returns within
 // a bound and allocates little; what it accepts has a milli-value within
 // ±MaxMilli that round-trips (the canonical string parses back to the
@@ -189,12 +205,10 @@ func FuzzParseQuantity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var q resource.Quantity
 		var err error
-		start := time.Now()
-		allocs := testing.AllocsPerRun(1, func() { q, err = Parse(s) })
-		if d := time.Since(start); d > 100*time.Millisecond {
+		if d := fastest(func() { q, err = Parse(s) }); d > 100*time.Millisecond {
 			t.Fatalf("Parse(%.40q) took %s", s, d)
 		}
-		if allocs > 64 {
+		if allocs := testing.AllocsPerRun(1, func() { _, _ = Parse(s) }); allocs > 64 {
 			t.Fatalf("Parse(%.40q) made %.0f allocations", s, allocs)
 		}
 		if err != nil {

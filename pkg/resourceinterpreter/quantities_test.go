@@ -26,6 +26,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/quantities"
 )
 
@@ -146,9 +147,17 @@ func FuzzGetReplicas(f *testing.F) {
 				spec[k] = v
 			}
 		}
-		start := time.Now()
-		_, req, err := GetReplicas(obj)
-		if d := time.Since(start); d > 100*time.Millisecond {
+		var req *workv1alpha1.ReplicaRequirements
+		var err error
+		// The shortest of up to three runs: slow by its input every time,
+		// slowed by the machine (GC, other processes) once.
+		d := time.Duration(1<<63 - 1)
+		for i := 0; i < 3 && d > 10*time.Millisecond; i++ {
+			start := time.Now()
+			_, req, err = GetReplicas(obj)
+			d = min(d, time.Since(start))
+		}
+		if d > 100*time.Millisecond {
 			t.Fatalf("GetReplicas took %s (cpu %.40q, extra %.80q)", d, cpu, extra)
 		}
 		if err != nil || req == nil {

@@ -213,9 +213,17 @@ func FuzzAvailableReplicas(f *testing.F) {
 		if q, ok := parse(request); ok {
 			req = &workv1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{corev1.ResourceCPU: q}}
 		}
-		start := time.Now()
-		room, known := availableReplicas(c, req)
-		if d := time.Since(start); d > 100*time.Millisecond {
+		var room int64
+		var known bool
+		// The shortest of up to three runs: slow by its input every time,
+		// slowed by the machine (GC, other processes) once.
+		d := time.Duration(1<<63 - 1)
+		for i := 0; i < 3 && d > 10*time.Millisecond; i++ {
+			start := time.Now()
+			room, known = availableReplicas(c, req)
+			d = min(d, time.Since(start))
+		}
+		if d > 100*time.Millisecond {
 			t.Fatalf("availableReplicas took %s", d)
 		}
 		if room < 0 {
