@@ -24,7 +24,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 )
 
 // The places found by reflection include the ones a hand-written list
@@ -119,5 +122,32 @@ func TestCheckBoundsTheConversion(t *testing.T) {
 	}
 	if q := s.Overhead[corev1.ResourceCPU]; q.MilliValue() != 500 {
 		t.Errorf("overhead cpu %s, want 500m", q.String())
+	}
+}
+
+func TestSameSummary(t *testing.T) {
+	s := func(cpu string) *clusterv1alpha1.ResourceSummary {
+		return &clusterv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+	}
+	for _, c := range []struct {
+		a, b *clusterv1alpha1.ResourceSummary
+		want bool
+	}{
+		{s("1"), s("1000m"), true},
+		{s("1"), s("2"), false},
+		{s("1e10000000"), s("1"), false},
+		{s("1e10000000"), s("2e10000000"), true}, // unused either way
+		{s("1"), nil, false},
+		{nil, nil, true},
+		{s("1"), &clusterv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"),
+			corev1.ResourceMemory: resource.MustParse("1")}}, false},
+	} {
+		var got bool
+		if err := withinDeadline(t, 5*time.Second, "SameSummary", func() error { got = SameSummary(c.a, c.b); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("SameSummary(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
 	}
 }

@@ -70,3 +70,34 @@ func CheckSummary(s *clusterv1alpha1.ResourceSummary) error {
 	}
 	return CheckList(s.Allocating, SummaryPath+".allocating", true)
 }
+
+// SameSummary says whether a and b are the same summary as the hub reads
+// one: the same resources with the same milli-values, a value out of
+// range or negative being the same as any other such value (either makes
+// the summary unused). It is what an informer's update handler compares
+// instead of apiequality.Semantic.DeepEqual, whose Quantity.Cmp of
+// "1e10000000" and "1" computes 10^N.
+func SameSummary(a, b *clusterv1alpha1.ResourceSummary) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return sameList(a.Allocatable, b.Allocatable) && sameList(a.Allocated, b.Allocated) && sameList(a.Allocating, b.Allocating)
+}
+
+func sameList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok {
+			return false
+		}
+		ma, errA := NonNegativeMilli(&qa)
+		mb, errB := NonNegativeMilli(&qb)
+		if (errA == nil) != (errB == nil) || ma != mb {
+			return false
+		}
+	}
+	return true
+}

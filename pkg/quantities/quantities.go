@@ -126,8 +126,10 @@ func Parse(s string) (resource.Quantity, error) {
 	return q, nil
 }
 
-// Milli is q's milli-value (q.MilliValue(), ceil(1000·q)), or an *Error
-// when it is beyond ±MaxMilli. It is for quantities decoded elsewhere
+// Milli is q's milli-value, 1000·q rounded away from zero (as
+// q.MilliValue() rounds a positive q up), or an *Error when it is beyond
+// ±MaxMilli. (q.MilliValue() itself gives +1 for a -1n parsed from
+// "-1e-10" and -1 for one parsed from "-1e-9".) It is for quantities decoded elsewhere
 // (an informer's typed objects): it computes no power of ten, whatever
 // q's exponent, for every quantity that went through ParseQuantity — which
 // every JSON, CBOR and protobuf decoding of a Quantity does, and which
@@ -140,11 +142,12 @@ func Milli(q *resource.Quantity) (int64, error) {
 	return m, nil
 }
 
-// NonNegativeMilli is Milli that also refuses a negative quantity (a
-// summary's allocated or allocating below zero would add room).
+// NonNegativeMilli is Milli that also refuses a negative quantity, however
+// small (a summary's allocated or allocating below zero would add room; a
+// binding's CRD admits no negative requirement).
 func NonNegativeMilli(q *resource.Quantity) (int64, error) {
 	m, err := Milli(q)
-	if err == nil && m < 0 {
+	if err == nil && q.Sign() < 0 {
 		return 0, &Error{Value: q.String(), Reason: reasonNegative}
 	}
 	return m, err
@@ -169,7 +172,16 @@ func milli(q *resource.Quantity) (int64, bool) {
 	if f := q.AsApproximateFloat64(); !(math.Abs(f) <= screen) {
 		return 0, false
 	}
-	m := q.MilliValue()
+	var m int64
+	if q.Sign() < 0 {
+		// MilliValue's ceiling is not symmetric, and its decimal form
+		// gets the sign of a sub-milli negative value wrong.
+		abs := q.DeepCopy()
+		abs.Neg()
+		m = -abs.MilliValue()
+	} else {
+		m = q.MilliValue()
+	}
 	if m > MaxMilli || m < -MaxMilli {
 		return 0, false
 	}

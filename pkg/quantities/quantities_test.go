@@ -161,9 +161,16 @@ func TestMilliOfDecodedQuantities(t *testing.T) {
 			t.Errorf("Milli(%s) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
 		}
 	}
-	neg := resource.MustParse("-1")
-	if _, err := NonNegativeMilli(&neg); err == nil || !strings.Contains(err.Error(), "negative") {
-		t.Errorf("NonNegativeMilli(-1): %v, want negative refused", err)
+	for _, s := range []string{"-1", "-1e-10", "-1e-9"} {
+		neg := resource.MustParse(s)
+		if _, err := NonNegativeMilli(&neg); err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("NonNegativeMilli(%s): %v, want negative refused", s, err)
+		}
+		// Rounded away from zero, whatever the representation
+		// (MilliValue says +1 for the first -1n, -1 for the second).
+		if m, err := Milli(&neg); err != nil || m >= 0 {
+			t.Errorf("Milli(%s) = %d, %v; want negative", s, m, err)
+		}
 	}
 }
 
@@ -172,6 +179,15 @@ func TestMilliOfDecodedQuantities(t *testing.T) {
 var kubernetesPattern = regexp.MustCompile(`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`)
 
 var crdPattern = regexp.MustCompile(CRDPattern)
+
+func mustMilli(t *testing.T, q *resource.Quantity) int64 {
+	t.Helper()
+	m, err := Milli(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
 
 // fastest is how long f takes, the shortest of up to three runs: a call
 // that is slow by its input is slow every time; one slowed by the machine
@@ -217,15 +233,15 @@ func FuzzParseQuantity(f *testing.F) {
 				t.Fatalf("Parse(%.40q): %v is not an *Error", s, err)
 			}
 		} else {
-			m := q.MilliValue()
-			if m > MaxMilli || m < -MaxMilli {
-				t.Fatalf("Parse(%q) accepted milli-value %d beyond ±%d", s, m, MaxMilli)
+			m, merr := Milli(&q)
+			if merr != nil || m > MaxMilli || m < -MaxMilli || (m < 0) != (q.Sign() < 0) && m != 0 {
+				t.Fatalf("Parse(%q) accepted milli-value %d (%v) beyond ±%d or of the wrong sign", s, m, merr, MaxMilli)
 			}
 			back, err := Parse(q.String())
 			if err != nil {
 				t.Fatalf("Parse(%q) = %s, which Parse refuses: %v", s, q.String(), err)
 			}
-			if back.MilliValue() != m || back.Cmp(q) != 0 {
+			if bm, _ := Milli(&back); bm != m || back.Cmp(q) != 0 {
 				t.Fatalf("Parse(%q) = %s does not round-trip: %s", s, q.String(), back.String())
 			}
 		}
@@ -246,7 +262,7 @@ func FuzzParseQuantity(f *testing.F) {
 		if err == nil && pq.Cmp(q) != 0 {
 			t.Fatalf("Parse(%q) = %s, ParseQuantity says %s", s, q.String(), pq.String())
 		}
-		if m, merr := Milli(&pq); (merr == nil) != (err == nil) || (merr == nil && m != q.MilliValue()) {
+		if m, merr := Milli(&pq); (merr == nil) != (err == nil) || (merr == nil && m != mustMilli(t, &q)) {
 			t.Fatalf("Milli(ParseQuantity(%q)) = %d, %v; Parse said %v", s, m, merr, err)
 		}
 		// Parse's syntax is wider than Kubernetes' pattern (it takes what

@@ -59,7 +59,7 @@ func deploymentRequesting(cpu string) *unstructured.Unstructured {
 // that every pattern admits must give a clear error at once, not a stall
 // of the hub's detector (issue 36).
 func TestGetReplicasBoundsQuantities(t *testing.T) {
-	for _, cpu := range []string{"1e-10000000", "1e10000000", "0e10000000", "1e4294967296", "99999999999999999999", "-1"} {
+	for _, cpu := range []string{"1e-10000000", "1e10000000", "0e10000000", "1e4294967296", "99999999999999999999", "-1", "-1e-10"} {
 		obj := deploymentRequesting(cpu)
 		err := returnsWithin(t, 5*time.Second, "GetReplicas(cpu "+cpu+")", func() error {
 			_, _, err := GetReplicas(obj)

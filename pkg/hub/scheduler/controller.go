@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -149,7 +150,7 @@ func clusterChangeMatters(o, n *clusterv1alpha1.Cluster) bool {
 	return !apiequality.Semantic.DeepEqual(o.Labels, n.Labels) || !apiequality.Semantic.DeepEqual(o.Spec, n.Spec) ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(o.Status.APIEnablements, n.Status.APIEnablements) ||
-		!apiequality.Semantic.DeepEqual(o.Status.ResourceSummary, n.Status.ResourceSummary) ||
+		!quantities.SameSummary(o.Status.ResourceSummary, n.Status.ResourceSummary) || // the agent's: not Quantity.Cmp
 		readyStatus(o) != readyStatus(n) // the filter reads Ready until the taint lands
 }
 
