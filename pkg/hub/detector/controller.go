@@ -520,7 +520,11 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	for k, v := range workobjects.PolicyLabels(policyLabels) {
 		updated.Labels[k] = v
 	}
-	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
+	// A requirement stored before the binding's CRD bounded quantities
+	// is replaced without comparing it: Quantity.Cmp of "1e10000000"
+	// computes 10^N.
+	if boundedRequirements(current.Spec.ReplicaRequirements) && apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) &&
+		apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
 		return current, false, nil
 	}
 	stored, err := c.bindings.Update(ctx, updated)
@@ -529,6 +533,11 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	}
 	c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: updated binding %s", policyDescription(policyLabels), name)
 	return stored, true, nil
+}
+
+// boundedRequirements: every quantity of r is within quantities' range.
+func boundedRequirements(r *workv1alpha1.ReplicaRequirements) bool {
+	return r == nil || quantities.CheckList(r.ResourceRequest, "", true) == nil
 }
 
 // withoutNewPermanentID is want without the claim's permanent-id label

@@ -109,3 +109,47 @@ func TestTemplateWithQuantityOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// A binding stored before its CRD bounded quantities, with a requirement
+// of 1e100000000: a fixed template replaces it at once, without comparing
+// the two (Quantity.Cmp of it and 100m computes 10^N: ~1 s for 1e10000000,
+// far longer for this one).
+func TestStoredUnboundedRequirementIsReplaced(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	manifest := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":2,"template":{"spec":{"containers":[` +
+		`{"name":"a","image":"i","resources":{"requests":{"cpu":"100m"}}}]}}}}`
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "t1", Generation: 3},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(manifest)}}}}
+	policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: policyv1alpha1.PropagationSpec{ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}}
+	binding := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "web-deployment", Namespace: "default",
+		Labels:          workobjects.PolicyLabels(claimLabels(PolicyRef{Namespace: "default", Name: "web"})),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tmpl, workv1alpha1.SchemeGroupVersion.WithKind("ResourceTemplate"))}},
+		Spec: workv1alpha1.ResourceBindingSpec{
+			Resource: workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web", UID: "t1"},
+			Replicas: 2, Placement: &policyv1alpha1.Placement{},
+			ReplicaRequirements: &workv1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e100000000")}}}}
+	client := fake.NewSimpleClientset(tmpl, policy, binding)
+	factory := flotillainformers.NewSharedInformerFactory(client, 0)
+	c := NewController(client, factory, record.NewFakeRecorder(10), nil)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.sync(ctx, "default/web") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sync not returned within 5s")
+	}
+	after, err := client.WorkV1alpha1().ResourceBindings("default").Get(ctx, "web-deployment", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Spec.ReplicaRequirements.ResourceRequest.Cpu().String(); got != "100m" {
+		t.Errorf("requirement %s, want 100m", got)
+	}
+}
