@@ -177,3 +177,20 @@ func FuzzGetReplicas(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkGetReplicas: a Deployment's replicas and requirements (every
+// detector sync of its template), the pod template's quantities bounded
+// first.
+func BenchmarkGetReplicas(b *testing.B) {
+	obj := deploymentRequesting("250m")
+	spec := obj.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	spec["containers"] = append(spec["containers"].([]any), map[string]any{"name": "sidecar", "image": "s",
+		"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "32Mi"}, "limits": map[string]any{"memory": "64Mi"}}})
+	spec["volumes"] = []any{map[string]any{"name": "tmp", "emptyDir": map[string]any{"sizeLimit": "1Gi"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := GetReplicas(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
