@@ -41,6 +41,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterhealth"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
+	"github.com/flotilla-io/flotilla/pkg/hub/clustersummary"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/dependencies"
 	"github.com/flotilla-io/flotilla/pkg/hub/detector"
@@ -364,6 +365,8 @@ func Run(ctx context.Context, opts *Options) error {
 			MonitorPeriod: opts.ClusterMonitorPeriod, GracePeriod: opts.ClusterMonitorGracePeriod,
 			StartupGracePeriod: opts.ClusterStartupGracePeriod, Metrics: hubMetrics, Recorder: recorder,
 		})
+		// Says on a Cluster when the scheduler ignores its resource summary.
+		summaries := clustersummary.NewController(clients.flotilla("cluster-summary"), clusters, recorder)
 		guard := clustertaint.NewFleetGuard(opts.UnhealthyClusterThreshold, opts.ResourceEvictionRate, opts.SecondaryEvictionRate).
 			WithLargeFleetSizeThreshold(opts.LargeFleetSizeThreshold)
 		// When taints written without timeAdded were first seen: the
@@ -442,6 +445,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		controllers := []controller{
 			{lifecycle.Run, opts.ConcurrentClusterSyncs}, {health.Run, opts.ConcurrentClusterSyncs}, {taints.Run, opts.ConcurrentClusterSyncs},
+			{summaries.Run, 1},
 			{detectorCtl.Run, opts.ConcurrentResourceTemplateSyncs},
 			// Decisions are independent per binding (none reserves capacity
 			// for another), and a decision is ~50µs: the workers exist to

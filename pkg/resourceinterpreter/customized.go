@@ -312,7 +312,10 @@ func (i *Interpreter) GetReplicas(obj *unstructured.Unstructured) (int32, *workv
 	if err != nil {
 		return 0, nil, err
 	}
-	requests := podRequests(&tmpl.Spec)
+	requests, err := podRequests(&tmpl.Spec, "spec")
+	if err != nil {
+		return 0, nil, &customization.EvalError{Field: r.PodTemplate.Field, Err: err}
+	}
 	if len(requests) == 0 {
 		return n, nil, nil
 	}

@@ -2,6 +2,7 @@ package resourceinterpreter
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/podreferences"
 )
 
@@ -76,6 +78,11 @@ func podReferences(obj *unstructured.Unstructured) (map[workv1alpha1.DependencyR
 	}
 	if !found {
 		return nil, nil
+	}
+	// The tenant's quantities are bounded before the conversion parses
+	// them.
+	if err := quantities.PodSpec.Check(raw, strings.Join(path, ".")); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	var spec corev1.PodSpec
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 )
 
@@ -70,11 +72,20 @@ func GetReplicas(obj *unstructured.Unstructured) (int32, *workv1alpha1.ReplicaRe
 	if !found {
 		return int32(replicas), nil, nil
 	}
+	// A tenant's manifest is never schema-checked: its quantities are
+	// bounded before the conversion parses them.
+	specPath := strings.Join(field.podTemplate, ".")
+	if err := quantities.PodSpec.Check(podSpec, specPath); err != nil {
+		return 0, nil, err
+	}
 	var spec corev1.PodSpec
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(podSpec, &spec); err != nil {
 		return 0, nil, fmt.Errorf("%s: %w", joinPath(field.podTemplate), err)
 	}
-	requests := podRequests(&spec)
+	requests, err := podRequests(&spec, specPath)
+	if err != nil {
+		return 0, nil, err
+	}
 	if len(requests) == 0 {
 		return int32(replicas), nil, nil
 	}
@@ -83,17 +94,32 @@ func GetReplicas(obj *unstructured.Unstructured) (int32, *workv1alpha1.ReplicaRe
 
 // podRequests is what one pod requests: its containers' sum, or the
 // largest init container when that is more (the kube-scheduler's rule).
-func podRequests(spec *corev1.PodSpec) corev1.ResourceList {
+// spec's quantities are bounded (quantities.PodSpec.Check); a request
+// must also not be negative (the apiserver refuses one, and a binding's
+// CRD admits none) and a sum must stay within quantities.Max, else the
+// error (a *quantities.Error under specPath) says which.
+func podRequests(spec *corev1.PodSpec, specPath string) (corev1.ResourceList, error) {
 	sum := corev1.ResourceList{}
-	for _, c := range spec.Containers {
+	for i, c := range spec.Containers {
 		for name, q := range c.Resources.Requests {
+			if _, err := quantities.NonNegativeMilli(&q); err != nil {
+				return nil, requestError(err, fmt.Sprintf("%s.containers[%d].resources.requests.%s", specPath, i, name))
+			}
 			cur := sum[name]
 			cur.Add(q)
+			if _, err := quantities.Milli(&cur); err != nil {
+				e := requestError(err, fmt.Sprintf("%s.containers[*].resources.requests.%s", specPath, name))
+				e.Reason = "the sum of the containers' requests is " + e.Reason
+				return nil, e
+			}
 			sum[name] = cur
 		}
 	}
-	for _, c := range spec.InitContainers {
+	for i, c := range spec.InitContainers {
 		for name, q := range c.Resources.Requests {
+			if _, err := quantities.NonNegativeMilli(&q); err != nil {
+				return nil, requestError(err, fmt.Sprintf("%s.initContainers[%d].resources.requests.%s", specPath, i, name))
+			}
 			if cur, ok := sum[name]; !ok || q.Cmp(cur) > 0 {
 				sum[name] = q.DeepCopy()
 			}
@@ -104,7 +130,14 @@ func podRequests(spec *corev1.PodSpec) corev1.ResourceList {
 			delete(sum, name)
 		}
 	}
-	return sum
+	return sum, nil
+}
+
+// requestError is err, a *quantities.Error, at path.
+func requestError(err error, path string) *quantities.Error {
+	e := err.(*quantities.Error)
+	e.Path = path
+	return e
 }
 
 // ReviseReplica sets obj's replica count to n, for kinds that have one.

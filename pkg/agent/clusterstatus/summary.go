@@ -11,6 +11,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 )
 
 // NodeSummary counts nodes and Ready nodes.
@@ -36,6 +37,13 @@ func nodeReady(n *corev1.Node) bool {
 // ResourceSummary sums the allocatable resources of Ready, schedulable nodes,
 // the requests of pods bound to a node (allocated, plus a "pods" count) and
 // of pods not yet bound (allocating). Finished pods hold nothing.
+//
+// What it writes is bounded (quantities), so that the hub's CRD admits the
+// status write — a refused one would also lose the Ready condition — and the
+// hub can compute with it: a node's value out of range or negative counts
+// as none of that resource, a pod with a request out of range (the member's
+// kubelet would not admit it, its scheduler cannot place it) holds nothing,
+// and a sum above quantities.Max is written as quantities.Max.
 func ResourceSummary(nodes []*corev1.Node, pods []*corev1.Pod) *clusterv1alpha1.ResourceSummary {
 	s := &clusterv1alpha1.ResourceSummary{
 		Allocatable: corev1.ResourceList{},
@@ -46,19 +54,19 @@ func ResourceSummary(nodes []*corev1.Node, pods []*corev1.Pod) *clusterv1alpha1.
 		if !nodeReady(n) || n.Spec.Unschedulable {
 			continue
 		}
-		addTo(s.Allocatable, n.Status.Allocatable)
+		addBounded(s.Allocatable, n.Status.Allocatable)
 	}
 	var bound int64
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !requestsBounded(p) {
 			continue
 		}
 		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
 		if p.Spec.NodeName != "" {
-			addTo(s.Allocated, requests)
+			addBounded(s.Allocated, requests)
 			bound++
 		} else {
-			addTo(s.Allocating, requests)
+			addBounded(s.Allocating, requests)
 		}
 	}
 	if bound > 0 {
@@ -68,6 +76,10 @@ func ResourceSummary(nodes []*corev1.Node, pods []*corev1.Pod) *clusterv1alpha1.
 		for name, q := range l {
 			if q.IsZero() {
 				delete(l, name)
+				continue
+			}
+			if _, err := quantities.Milli(&q); err != nil {
+				l[name] = *resource.NewQuantity(quantities.Max, q.Format)
 			}
 		}
 	}
@@ -83,12 +95,40 @@ func ResourceSummary(nodes []*corev1.Node, pods []*corev1.Pod) *clusterv1alpha1.
 	return s
 }
 
-func addTo(sum, add corev1.ResourceList) {
+// addBounded adds to sum every value of add that is within range and not
+// negative (quantities.NonNegativeMilli). A sum of such values computes no
+// large power of ten, whatever it grows to.
+func addBounded(sum, add corev1.ResourceList) {
 	for name, q := range add {
+		if _, err := quantities.NonNegativeMilli(&q); err != nil {
+			continue
+		}
 		cur := sum[name]
 		cur.Add(q)
 		sum[name] = cur
 	}
+}
+
+// requestsBounded says whether every request resourcehelper.PodRequests
+// reads of p (its containers', init containers', pod-level and overhead)
+// is within range and not negative; only then is its arithmetic cheap.
+func requestsBounded(p *corev1.Pod) bool {
+	lists := []corev1.ResourceList{p.Spec.Overhead}
+	if p.Spec.Resources != nil {
+		lists = append(lists, p.Spec.Resources.Requests)
+	}
+	for _, c := range p.Spec.Containers {
+		lists = append(lists, c.Resources.Requests)
+	}
+	for _, c := range p.Spec.InitContainers {
+		lists = append(lists, c.Resources.Requests)
+	}
+	for _, l := range lists {
+		if quantities.CheckList(l, "", true) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // APIEnablements turns discovery's resource lists into the sorted list the

@@ -37,6 +37,7 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -56,6 +57,12 @@ const (
 	ReasonNoMatchingPolicy = "NoMatchingPolicy"
 	ReasonInvalidManifest  = "InvalidManifest"
 	ReasonBindingConflict  = "BindingConflict"
+	// ReasonInvalidQuantity: a quantity of the object (a pod template's
+	// requests, limits, overhead, size limits, divisors) or of its
+	// customization's replicaResource output is out of range or not a
+	// quantity (quantities.Parse); the message names the field. The
+	// existing binding is kept as it was.
+	ReasonInvalidQuantity = "InvalidQuantity"
 	// ReasonPermissionDenied: the apiserver refused the hub a write the
 	// template's propagation needs (the binding, or its status) for want
 	// of a permission; the message names it.
@@ -255,6 +262,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
 			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
+		}
+		if invalid := (*quantities.Error)(nil); errors.As(err, &invalid) {
+			// Said on the template, not retried: only a change of the
+			// template (or its customization) can fix it. Nothing is
+			// written to the binding, so the copies running stay as they
+			// are.
+			existing := c.ownedBinding(key)
+			msg := err.Error() + "; not propagated"
+			if existing != nil {
+				msg += fmt.Sprintf("; the existing binding %s is kept as it was", existing.Name)
+			}
+			return c.writeStatus(ctx, tmpl, existing, metav1.ConditionFalse, ReasonInvalidQuantity, msg, blocked)
 		}
 		if d, ok := forbidden.Parse(err); ok {
 			// Said on the template (its status is still writable), and
@@ -501,7 +520,11 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	for k, v := range workobjects.PolicyLabels(policyLabels) {
 		updated.Labels[k] = v
 	}
-	if apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) && apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
+	// A requirement stored before the binding's CRD bounded quantities
+	// is replaced without comparing it: Quantity.Cmp of "1e10000000"
+	// computes 10^N.
+	if boundedRequirements(current.Spec.ReplicaRequirements) && apiequality.Semantic.DeepEqual(updated.Spec, current.Spec) &&
+		apiequality.Semantic.DeepEqual(withoutNewPermanentID(updated.Labels, current.Labels), current.Labels) {
 		return current, false, nil
 	}
 	stored, err := c.bindings.Update(ctx, updated)
@@ -510,6 +533,11 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	}
 	c.recorder.Eventf(tmpl, "Normal", EventApplyPolicySucceed, "Applied %s: updated binding %s", policyDescription(policyLabels), name)
 	return stored, true, nil
+}
+
+// boundedRequirements: every quantity of r is within quantities' range.
+func boundedRequirements(r *workv1alpha1.ReplicaRequirements) bool {
+	return r == nil || quantities.CheckList(r.ResourceRequest, "", true) == nil
 }
 
 // withoutNewPermanentID is want without the claim's permanent-id label

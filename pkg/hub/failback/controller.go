@@ -26,7 +26,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -44,6 +43,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -210,7 +210,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			c.observeTaints(oc, nc)
 			if readyChanged(oc, nc) || !taintsEqual(oc, nc) {
 				c.enqueueAll()
-			} else if !apiequality.Semantic.DeepEqual(oc.Status.ResourceSummary, nc.Status.ResourceSummary) {
+			} else if !quantities.SameSummary(oc.Status.ResourceSummary, nc.Status.ResourceSummary) { // the agent's: not Quantity.Cmp
 				// Room in a preferred group starts (or ends) an overflow
 				// come-back's window.
 				c.enqueueOverflowing()

@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -86,8 +87,11 @@ type Controller struct {
 	opts     Options
 	bindings *workobjects.Bindings
 	clusters clusterlisters.ClusterLister
-	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// summaries remembers whose resource summary is out of range, once
+	// per Cluster update.
+	summaries core.SummaryVerdicts
+	synced    []cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the scheduler to factory's informers.
@@ -127,7 +131,15 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 				c.enqueueAll()
 			}
 		},
-		DeleteFunc: func(any) { c.enqueueAll() },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
+				c.summaries.Forget(cl.Name)
+			}
+			c.enqueueAll()
+		},
 	})
 	return c
 }
@@ -138,7 +150,7 @@ func clusterChangeMatters(o, n *clusterv1alpha1.Cluster) bool {
 	return !apiequality.Semantic.DeepEqual(o.Labels, n.Labels) || !apiequality.Semantic.DeepEqual(o.Spec, n.Spec) ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(o.Status.APIEnablements, n.Status.APIEnablements) ||
-		!apiequality.Semantic.DeepEqual(o.Status.ResourceSummary, n.Status.ResourceSummary) ||
+		!quantities.SameSummary(o.Status.ResourceSummary, n.Status.ResourceSummary) || // the agent's: not Quantity.Cmp
 		readyStatus(o) != readyStatus(n) // the filter reads Ready until the taint lands
 }
 
@@ -305,7 +317,8 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		// So does a change of how replicas are divided (weights,
 		// preference): the new division is what was asked for.
 		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
-		RestoreRemoved: scheduleType == TypePlacementChanged}
+		RestoreRemoved: scheduleType == TypePlacementChanged,
+		Summaries:      &c.summaries}
 	result, decideErr := core.Schedule(in)
 	decided := time.Now()
 	defer func() {

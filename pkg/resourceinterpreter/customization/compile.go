@@ -281,6 +281,7 @@ func compileExpression(src string, path *field.Path, want resultKind, vars strin
 		cel.CostLimit(RuntimeCostLimit),
 		cel.CostTracking(costEstimator),
 		cel.InterruptCheckFrequency(InterruptCheckFrequency),
+		cel.CustomDecorator(boundedQuantityCalls),
 	)
 	if err != nil {
 		return nil, field.Invalid(path, src, "program instantiation failed: "+err.Error())

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 )
 
 // Expression is one compiled rule.
@@ -240,6 +241,11 @@ func (e *Expression) EvalPodTemplate(obj map[string]any) (*corev1.PodTemplateSpe
 	m, err := e.EvalMap(obj)
 	if err != nil {
 		return nil, err
+	}
+	// The output is the tenant's object's (or made from it): its
+	// quantities are bounded before the conversion parses them.
+	if err := quantities.PodTemplateSpec.Check(m, ""); err != nil {
+		return nil, &EvalError{e.Field, err}
 	}
 	var t corev1.PodTemplateSpec
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &t); err != nil {

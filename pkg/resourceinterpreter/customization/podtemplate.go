@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/cel/library"
 
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/podreferences"
 )
 
@@ -155,6 +156,11 @@ func readParts(arg ref.Val) (map[string]any, error) {
 func readPodSpec(arg ref.Val) (*corev1.PodSpec, error) {
 	parts, err := readParts(arg)
 	if err != nil || parts == nil {
+		return nil, err
+	}
+	// The parts are the tenant's: their quantities (downward API
+	// divisors) are bounded before the conversion parses them.
+	if err := quantities.PodSpec.Check(parts, "spec"); err != nil {
 		return nil, err
 	}
 	var spec corev1.PodSpec

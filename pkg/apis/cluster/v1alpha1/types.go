@@ -140,6 +140,22 @@ const (
 	// ClusterConditionServiceDomainNameResolutionReady is False when the
 	// member's nodes agree that in-cluster DNS does not resolve Services.
 	ClusterConditionServiceDomainNameResolutionReady = "ServiceDomainNameResolutionReady"
+	// ClusterConditionResourceSummaryInRange is False, set by the hub,
+	// while a value of status.resourceSummary is out of range (beyond 9P,
+	// negative): the scheduler then gives the cluster no replicas divided
+	// by available resources. It turns True when the summary is in range
+	// again, and is absent on a cluster whose summary never was out of
+	// range.
+	ClusterConditionResourceSummaryInRange = "ResourceSummaryInRange"
+)
+
+// Reasons of the ResourceSummaryInRange condition.
+const (
+	// ClusterReasonInvalidQuantity: a value of the summary is out of
+	// range; the message names it.
+	ClusterReasonInvalidQuantity = "InvalidQuantity"
+	// ClusterReasonQuantitiesInRange: every value is in range again.
+	ClusterReasonQuantitiesInRange = "QuantitiesInRange"
 )
 
 // Reasons of the Ready condition.

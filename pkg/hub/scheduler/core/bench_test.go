@@ -76,14 +76,16 @@ func benchSpecs() []workv1alpha1.ResourceBindingSpec {
 }
 
 // BenchmarkSchedule is one scheduling decision over 100 clusters, cycling
-// through the placements of benchSpecs.
+// through the placements of benchSpecs, as the controller makes it (the
+// clusters' summary verdicts remembered across schedules).
 func BenchmarkSchedule(b *testing.B) {
 	fleet, specs := benchFleet(), benchSpecs()
+	var summaries SummaryVerdicts
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		spec := specs[i%len(specs)]
-		if _, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now}); err != nil {
+		if _, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, Summaries: &summaries}); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -94,11 +96,12 @@ func BenchmarkSchedule(b *testing.B) {
 // recorded, as the controller asks when it writes status.
 func BenchmarkScheduleRecordDecision(b *testing.B) {
 	fleet, specs := benchFleet(), benchSpecs()
+	var summaries SummaryVerdicts
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		spec := specs[i%len(specs)]
-		res, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, RecordDecision: true})
+		res, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, RecordDecision: true, Summaries: &summaries})
 		if err != nil || res.Decision == nil {
 			b.Fatal(err)
 		}

@@ -76,6 +76,10 @@ type Input struct {
 	// cluster's filter and score result. It costs a few allocations per
 	// listed cluster, so the controller asks only when it writes status.
 	RecordDecision bool
+	// Summaries remembers which clusters' resource summaries are out of
+	// range (quantities.CheckSummary); such a cluster has no room for
+	// replicas divided by room. nil checks on every use.
+	Summaries *SummaryVerdicts
 }
 
 // Result is a scheduling decision.

@@ -214,6 +214,9 @@ func (w *decisionWords) division(c candidate) string {
 	case strategy.ReplicaDivisionPreference == policyv1alpha1.ReplicaDivisionPreferenceAggregated:
 		return "Aggregated onto as few clusters as fit"
 	case dynamicWeights(strategy):
+		if err := summaryProblem(w.in, c.cluster); err != nil {
+			return "resource summary out of range, room counts as 0: " + err.Error()
+		}
 		if avail, known := availableReplicas(c.cluster, w.in.Spec.ReplicaRequirements); known {
 			return fmt.Sprintf("room for %d more replicas", avail)
 		}

@@ -29,6 +29,7 @@ import (
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
+	"github.com/flotilla-io/flotilla/pkg/quantities"
 )
 
 // assignReplicas gives each selected cluster its replicas, or says why it
@@ -256,12 +257,12 @@ func strategyWeights(strategy *policyv1alpha1.ReplicaSchedulingStrategy) []polic
 // available is the room a cluster reports for more replicas; a cluster
 // without a resource summary has none as far as capacity-based division
 // is concerned (unknown is not infinite).
+// A cluster whose summary is out of range has none either.
 func available(in Input, c candidate) int64 {
-	avail, known := availableReplicas(c.cluster, in.Spec.ReplicaRequirements)
-	if !known {
+	if summaryProblem(in, c.cluster) != nil {
 		return 0
 	}
-	return avail
+	return summaryRoom(c.cluster, in.Spec.ReplicaRequirements)
 }
 
 // aggregated packs n replicas onto as few clusters as possible: the
@@ -312,24 +313,46 @@ func aggregated(in Input, selected []candidate, n int64, withCurrent bool) ([]in
 // availableReplicas estimates how many more replicas of the given size fit
 // in c from its resourceSummary (allocatable − allocated − allocating),
 // limited by pods. known is false when the cluster has not reported one.
+// The member's agent writes the summary, so the hub trusts none of it: a
+// summary quantities.CheckSummary refuses (a value out of range or
+// negative) has room for none.
 func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements) (int64, bool) {
 	s := c.Status.ResourceSummary
 	if s == nil || len(s.Allocatable) == 0 {
 		return 0, false
+	}
+	if quantities.CheckSummary(s) != nil {
+		return 0, true
+	}
+	return summaryRoom(c, req), true
+}
+
+// summaryRoom is availableReplicas of a summary quantities.CheckSummary passed,
+// 0 when there is none: computed in int64 milli-units (every value is
+// within [0, quantities.MaxMilli], so nothing wraps). A requirement out
+// of range or negative (a binding stored before its CRD bounded it) fits
+// nowhere.
+func summaryRoom(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements) int64 {
+	s := c.Status.ResourceSummary
+	if s == nil || len(s.Allocatable) == 0 {
+		return 0
 	}
 	free := func(name corev1.ResourceName) (int64, bool) {
 		alloc, ok := s.Allocatable[name]
 		if !ok {
 			return 0, false
 		}
-		v := alloc.DeepCopy()
+		v := alloc.MilliValue()
 		if q, ok := s.Allocated[name]; ok {
-			v.Sub(q)
+			v -= q.MilliValue()
+		}
+		if v <= 0 {
+			return 0, true
 		}
 		if q, ok := s.Allocating[name]; ok {
-			v.Sub(q)
+			v -= q.MilliValue()
 		}
-		return max(v.MilliValue(), 0), true
+		return max(v, 0), true
 	}
 	result := int64(math.MaxInt64)
 	if pods, ok := free(corev1.ResourcePods); ok {
@@ -337,21 +360,24 @@ func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequ
 	}
 	if req != nil {
 		for name, q := range req.ResourceRequest {
-			per := q.MilliValue()
+			per, err := quantities.NonNegativeMilli(&q)
+			if err != nil {
+				return 0
+			}
 			if per <= 0 {
 				continue
 			}
 			have, ok := free(name)
 			if !ok {
-				return 0, true // the cluster has none of this resource
+				return 0 // the cluster has none of this resource
 			}
 			result = min(result, have/per)
 		}
 	}
 	if result == math.MaxInt64 {
-		return 0, false
+		return 0 // neither pods nor a requested resource reported
 	}
-	return result, true
+	return result
 }
 
 // Webster divides total seats in proportion to weights by the Webster /
