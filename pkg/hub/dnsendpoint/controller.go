@@ -127,6 +127,9 @@ type Options struct {
 	// stale after this is a real fail-open (workloads Unhealthy on the
 	// Ready clusters), published as the embedded DNS answers it.
 	DecisionSettle time.Duration
+	// HostNamespaces say which namespaces may claim which domains
+	// (--ingress-host-namespaces), as for the embedded DNS server.
+	HostNamespaces dnstraffic.DomainRules
 	Recorder       record.EventRecorder
 	Metrics        *Metrics
 }
@@ -335,7 +338,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	want, hold := Publish(blind, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
+	want, hold := Publish(blind, published, TrafficOf(mci, claimants, c.opts.HostNamespaces), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published

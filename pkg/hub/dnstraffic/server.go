@@ -37,6 +37,8 @@ import (
 	"golang.org/x/net/netutil"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
 
 // Options configure the server. Zero values take the defaults.
@@ -68,6 +70,10 @@ type Options struct {
 	// TCPIdleTimeout is how long an idle TCP connection is kept between
 	// queries (default 8s, RFC 7766's "a few seconds").
 	TCPIdleTimeout time.Duration
+	// HostNamespaces say which namespaces may claim which domains
+	// (--ingress-host-namespaces); the zero value lets any namespace claim
+	// any host.
+	HostNamespaces DomainRules
 	// Metrics, if nil, are created on a registry nobody serves.
 	Metrics *Metrics
 }
@@ -105,11 +111,11 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 			zones = append(zones, z)
 			continue
 		}
-		n, ok := normalizeName(z)
-		if !ok || n[0] == '*' {
+		n, err := hostnames.Canonical(z)
+		if err != nil || hostnames.IsWildcard(n) {
 			return nil, fmt.Errorf("dns traffic manager: zone %q is not a DNS name", z)
 		}
-		zones = append(zones, n)
+		zones = append(zones, fqdn(n))
 	}
 	if opts.TTL < 0 || opts.TTL > 24*time.Hour {
 		return nil, fmt.Errorf("dns traffic manager: TTL %v out of range", opts.TTL)
@@ -134,7 +140,7 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	t, err := NewTable(mcis, zones, opts.TTL, opts.Metrics)
+	t, err := NewTable(mcis, zones, opts.TTL, opts.HostNamespaces, opts.Metrics)
 	if err != nil {
 		return nil, err
 	}
