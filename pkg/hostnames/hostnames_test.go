@@ -99,13 +99,13 @@ func TestPatternMatchesCanonical(t *testing.T) {
 }
 
 // TestPolicyUsesPattern: the shipped admission policy checks hosts with
-// Pattern, byte for byte (in YAML's single-quoted form).
+// Pattern, byte for byte (as a CEL raw string).
 func TestPolicyUsesPattern(t *testing.T) {
 	b, err := os.ReadFile("../../manifests/crds/validating-admission-policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "'"+Pattern+"'") {
+	if !strings.Contains(string(b), "r'"+Pattern+"'") {
 		t.Fatalf("manifests/crds/validating-admission-policy.yaml does not check hosts with hostnames.Pattern %s", Pattern)
 	}
 	if !strings.Contains(string(b), fmt.Sprintf("size(h) <= %d", MaxLength)) {
