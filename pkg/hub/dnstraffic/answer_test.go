@@ -108,8 +108,8 @@ func check(t *testing.T, req, resp *dns.Msg, w want, ttl uint32) {
 }
 
 func TestAnswer(t *testing.T) {
-	noZones, _ := buildSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
-	zoned, ignored := buildSnapshot(append(testMCIs(), newMCI("ent", []string{"x.y.example.com"}, "10.0.3.1")),
+	noZones, _ := NewSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
+	zoned, ignored := NewSnapshot(append(testMCIs(), newMCI("ent", []string{"x.y.example.com"}, "10.0.3.1")),
 		[]string{"example.com.", "sub.example.com."}, 30*time.Second, DomainRules{})
 
 	web := []string{"A 10.0.0.1", "A 10.0.0.2"} // not web-b's 10.0.0.3
@@ -216,7 +216,7 @@ func TestAnswer(t *testing.T) {
 }
 
 func TestAnswerEDNS(t *testing.T) {
-	snap, _ := buildSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
+	snap, _ := NewSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
 
 	req := query("web.example.com.", dns.TypeA)
 	req.SetEdns0(4096, true)
@@ -244,14 +244,14 @@ func TestAnswerEDNS(t *testing.T) {
 }
 
 func TestAnswerSerialIsContentHash(t *testing.T) {
-	a, _ := buildSnapshot(testMCIs(), nil, time.Second, DomainRules{})
+	a, _ := NewSnapshot(testMCIs(), nil, time.Second, DomainRules{})
 	rev := testMCIs()
 	slices.Reverse(rev)
-	b, _ := buildSnapshot(rev, nil, time.Second, DomainRules{})
+	b, _ := NewSnapshot(rev, nil, time.Second, DomainRules{})
 	if a.serial != b.serial {
 		t.Errorf("serial depends on MCI order: %d != %d", a.serial, b.serial)
 	}
-	c, _ := buildSnapshot(append(testMCIs(), newMCI("more", []string{"more.example.com"}, "10.0.0.9")), nil, time.Second, DomainRules{})
+	c, _ := NewSnapshot(append(testMCIs(), newMCI("more", []string{"more.example.com"}, "10.0.0.9")), nil, time.Second, DomainRules{})
 	if a.serial == c.serial {
 		t.Error("serial unchanged by a new address")
 	}

@@ -243,7 +243,7 @@ func TestOwners(t *testing.T) {
 				}
 			}
 
-			snap, _ := buildSnapshot(mcis, nil, 5*time.Second, DomainRules{})
+			snap, _ := NewSnapshot(mcis, nil, 5*time.Second, DomainRules{})
 			for qname, want := range tt.answers {
 				resp := snap.Answer(query(qname, dns.TypeA))
 				var got []string
@@ -266,7 +266,7 @@ func TestOwnersNextOldestTakesOver(t *testing.T) {
 	b := claim{"team-b/web", 2, []string{"web.example.com"}, "10.0.0.2"}
 	c := claim{"team-c/web", 3, []string{"web.example.com"}, "10.0.0.3"}
 	served := func(claims ...claim) []string {
-		snap, _ := buildSnapshot(mcisOf(claims), nil, time.Second, DomainRules{})
+		snap, _ := NewSnapshot(mcisOf(claims), nil, time.Second, DomainRules{})
 		return addrsOf(snap.Answer(query("web.example.com.", dns.TypeA)))
 	}
 	if got := served(a, b, c); !slices.Equal(got, []string{"10.0.0.1"}) {
@@ -410,7 +410,7 @@ func TestOwnersDomainRules(t *testing.T) {
 			t.Errorf("conflicts of %s: %q, want %q", ref, got, want)
 		}
 	}
-	snap, ignored := buildSnapshot(mcisOf(claims), []string{"example.com.", "example.org."}, time.Second, rules)
+	snap, ignored := NewSnapshot(mcisOf(claims), []string{"example.com.", "example.org."}, time.Second, rules)
 	for qname, want := range map[string][]string{
 		"web.example.com.":        {"10.0.0.2"},
 		"anything.example.com.":   {"10.0.0.1"}, // team-a's wildcard, not team-x's older one

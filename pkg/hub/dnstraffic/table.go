@@ -179,12 +179,14 @@ func zoneOf(zones map[string]struct{}, name string) string {
 	return ""
 }
 
-// buildSnapshot turns MCIs into a snapshot. zones are apexes as FQDNs
-// (nil: every host is its own apex). It returns the hosts it left out.
+// NewSnapshot is the table the server answers from for mcis (the Table
+// builds one on every change; a test can compare it with another output).
+// zones are apexes as FQDNs (nil: every host is its own apex). It returns
+// the hosts it left out.
 // Each host gets the answers of its owner only (HostAnswers under rules),
 // so no MCI can add its addresses to a host another one claimed first, or
 // that its namespace may not claim.
-func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration, rules DomainRules) (*Snapshot, []IgnoredHost) {
+func NewSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration, rules DomainRules) (*Snapshot, []IgnoredHost) {
 	answers, ignored := HostAnswers(mcis, rules)
 	owners := Owners(mcis, rules)
 	exact := map[string]*entry{}
@@ -467,7 +469,7 @@ func (t *Table) rebuild(log logr.Logger) {
 		log.Error(err, "Listing MultiClusterIngresses")
 		return
 	}
-	s, ignored := buildSnapshot(mcis, t.zones, t.ttl, t.rules)
+	s, ignored := NewSnapshot(mcis, t.zones, t.ttl, t.rules)
 	t.snap.Store(s)
 	t.metrics.Hosts.Set(float64(s.hosts))
 	t.metrics.HostConflicts.Set(float64(s.contested))
