@@ -301,8 +301,8 @@ func ingressesOf(data []byte) ([]*networkingv1alpha1.MultiClusterIngress, dnstra
 func FuzzBothOutputsAgree(f *testing.F) {
 	for _, seed := range [][]byte{
 		{},
-		{0, 1, 3, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, // a wildcard and a blocked exact host
-		{1, 3, 2, 3, 1, 2, 0, 1, 2, 1, 2, 1, 0, 2, 1}, // several claimants, a namespace rule
+		{0, 1, 3, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		{1, 3, 2, 3, 1, 2, 0, 1, 2, 1, 2, 1, 0, 2, 1},
 		{0, 4, 2, 2, 1, 0, 2, 3, 1, 0, 3, 2, 2, 1, 1, 2, 0, 1, 3, 3, 0, 2, 1, 0, 2, 2, 1, 3},
 	} {
 		f.Add(seed)
