@@ -182,9 +182,7 @@ func isCanonicalASCII(s string) bool {
 	if len(s) == 0 || len(s) > MaxLength {
 		return false
 	}
-	if strings.HasPrefix(s, "*.") {
-		s = s[2:]
-	}
+	s = strings.TrimPrefix(s, "*.")
 	for {
 		i := strings.IndexByte(s, '.')
 		l := s

@@ -19,7 +19,7 @@ limitations under the License.
 // ExternalDNS supports serves them. One DNSEndpoint per MultiClusterIngress,
 // of the same name and namespace, owned by it (ownerReference) and labelled
 // as the hub's; its endpoints are the A, AAAA and CNAME sets of the hosts
-// the ingress owns, built from dnstraffic.HostAnswers like the embedded
+// the ingress owns (a TXT for a host without addresses, so its name exists), built from dnstraffic.HostAnswers like the embedded
 // DNS server's answers (the same one-owner-per-host rule, serving
 // clusters, hostnames and TTL; weights where the provider has them).
 //

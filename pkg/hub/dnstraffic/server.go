@@ -5,9 +5,12 @@
 // pointing a delegation at this server moves clients off a failed or blocked
 // cluster within one short TTL, with no external DNS provider.
 //
-// Each host has one owner, the oldest MCI that names it (Owners); only the
-// owner's addresses are served for it, so a tenant cannot add addresses to
-// another tenant's host. ANY queries get one RRset (RFC 8482).
+// Each host has one owner, the oldest MCI that names it among those whose
+// namespace may (Owners, DomainRules), decided on the host's canonical form
+// (pkg/hostnames); only the owner's addresses are served for it, so a
+// tenant cannot add addresses to another tenant's host. Wildcards answer
+// as RFC 4592 says, as in any provider's zone. ANY queries get one RRset
+// (RFC 8482).
 //
 // It only reads the API (an MCI informer), so it runs on every hub replica,
 // not only the leader, and all replicas answer the same; a resolver can list
@@ -19,6 +22,7 @@
 //	--dns-traffic-zones         []    zones answered for (comma-separated); empty: every MCI host is its own zone apex
 //	--dns-traffic-ttl           5s    TTL of answers and of negative answers (SOA minimum)
 //	--dns-traffic-max-in-flight 1024  queries handled concurrently; excess UDP queries are dropped and counted
+//	--ingress-host-namespaces   []    DOMAIN=NS[,NS...]: only these namespaces may claim hosts within DOMAIN (DomainRules)
 package dnstraffic
 
 import (
