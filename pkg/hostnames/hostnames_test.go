@@ -60,7 +60,7 @@ func TestCanonicalRefuses(t *testing.T) {
 		"web example.com", "web_x.example.com", "-web.example.com", "web-.example.com", "we!b.example.com",
 		"a.*.example.com", "*", "*.", "**.example.com", "*a.example.com", "*.*.example.com",
 		long64 + ".example.com", name254,
-		"xn--.example.com", "xn--abc-.example.com", "xn--zz-z.example.com", // not a valid A-label (ASCII only, or garbage)
+		"xn--.example.com", "xn--abc-.example.com", "xn--zz-z.example.com", "xn--zz.example.com", // not a valid A-label (ASCII only, or garbage)
 		"xn--Bcher-kva.example.com.\xff", "\xff.example.com", // not UTF-8
 		"web\u3002example.com", // an ideographic full stop is not our label separator
 		strings.Repeat("a", maxInput+1),
