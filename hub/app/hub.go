@@ -114,6 +114,12 @@ type Options struct {
 	// Webhook: the ResourceInterpreterCustomization admission webhook
 	// (webhook.go).
 	Webhook WebhookOptions
+
+	// Host names. IngressHostNamespaces are the --ingress-host-namespaces
+	// rules, "DOMAIN=NAMESPACE[,NAMESPACE...]" each: which namespaces may
+	// claim MultiClusterIngress hosts within which domains
+	// (dnstraffic.ParseDomainRules); none: any namespace, oldest first.
+	IngressHostNamespaces []string
 }
 
 // NewOptions returns the defaults.
@@ -209,6 +215,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DNSEndpointWeightProperty, "dns-endpoint-weight-property", o.DNSEndpointWeightProperty,
 		"With --dns-endpoint-publishing: the ExternalDNS provider-specific property that carries a record's weight, for a provider with weighted records (Route53: aws/weight). Set, a weighted host (spec.strategy.weight) gets one record set per cluster with setIdentifier=<cluster> and this property; empty, its clusters share one record set and the weights are not published (providers without weighted records, e.g. CoreDNS, rewrite set-identified records on every run).")
 	o.Webhook.AddFlags(fs)
+
+	// Host names.
+	fs.StringArrayVar(&o.IngressHostNamespaces, "ingress-host-namespaces", o.IngressHostNamespaces,
+		"DOMAIN=NAMESPACE[,NAMESPACE...] (repeatable): only these namespaces may claim MultiClusterIngress hosts within DOMAIN (DOMAIN itself, the names under it, its wildcards); the rule of the longest matching DOMAIN applies, and an empty list reserves DOMAIN for no namespace. A claim its namespace may not make is never served and never keeps an allowed claimant from owning the host (HostsAdmitted=False, reason HostNotAllowed). Hosts no rule covers: any namespace, the oldest claimant owning the host.")
 }
 
 // Validate reports every invalid flag at once.
@@ -242,6 +252,9 @@ func (o *Options) Validate() error {
 	}
 	if o.UnhealthyClusterThreshold <= 0 || o.UnhealthyClusterThreshold > 1 || o.ResourceEvictionRate < 0 || o.SecondaryEvictionRate < 0 || o.LargeFleetSizeThreshold < 0 {
 		return fmt.Errorf("--unhealthy-cluster-threshold must be in (0, 1], eviction rates and --large-fleet-size-threshold must not be negative")
+	}
+	if _, err := dnstraffic.ParseDomainRules(o.IngressHostNamespaces); err != nil {
+		return fmt.Errorf("--ingress-host-namespaces: %w", err)
 	}
 	if err := o.Webhook.Validate(); err != nil {
 		return err
@@ -326,10 +339,14 @@ func Run(ctx context.Context, opts *Options) error {
 	// The DNS traffic manager only reads MultiClusterIngress status, so it
 	// serves on every replica, leader or not: all answer the same.
 	dnsErr := make(chan error, 1)
+	hostNamespaces, err := dnstraffic.ParseDomainRules(opts.IngressHostNamespaces)
+	if err != nil {
+		return fmt.Errorf("--ingress-host-namespaces: %w", err)
+	}
 	if opts.DNSTrafficAddress != "" {
 		dnsFactory := flotillainformers.NewSharedInformerFactory(clients.flotilla("dns-traffic"), 0)
 		dnsServer, err := dnstraffic.New(dnstraffic.Options{Address: opts.DNSTrafficAddress, Zones: opts.DNSTrafficZones,
-			TTL: opts.DNSTrafficTTL, MaxInFlight: opts.DNSTrafficMaxInFlight, Metrics: dnstraffic.NewMetrics(registry)},
+			TTL: opts.DNSTrafficTTL, MaxInFlight: opts.DNSTrafficMaxInFlight, HostNamespaces: hostNamespaces, Metrics: dnstraffic.NewMetrics(registry)},
 			dnsFactory.Networking().V1alpha1().MultiClusterIngresses().Informer())
 		if err != nil {
 			return fmt.Errorf("--dns-traffic-*: %w", err)
@@ -425,14 +442,15 @@ func Run(ctx context.Context, opts *Options) error {
 			Timeout: opts.FailbackTimeout, MaxConcurrentPerNamespace: opts.FailbackMaxConcurrentPerNamespace})
 		rebalancerCtl := workloadrebalancer.NewController(clients.flotilla("workload-rebalancer"), factory, workloadrebalancer.Options{Recorder: recorder})
 		remedyCtl := remedy.NewController(clients.flotilla("remedy"), factory, remedy.Options{Metrics: hubMetrics, Recorder: recorder})
-		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder})
+		ingressCtl := ingress.NewController(clients.flotilla("multicluster-ingress"), factory, ingress.Options{Metrics: hubMetrics, Recorder: recorder,
+			HostNamespaces: hostNamespaces})
 		// Publishing DNSEndpoints reads the ingresses' status (the traffic
 		// decision) and the clusters, judged as the fleet guard does, to
 		// keep the last records while the hub sees no cluster Ready.
 		var dnsEndpointCtl *dnsendpoint.Controller
 		if opts.DNSEndpointPublishing {
 			dnsEndpointCtl = dnsendpoint.NewController(dynamic.NewForConfigOrDie(clients.config("dns-endpoint")), factory, dnsendpoint.Options{
-				TTL: opts.DNSTrafficTTL, WeightProperty: opts.DNSEndpointWeightProperty, Recorder: recorder, Metrics: dnsEndpointMetrics})
+				TTL: opts.DNSTrafficTTL, WeightProperty: opts.DNSEndpointWeightProperty, HostNamespaces: hostNamespaces, Recorder: recorder, Metrics: dnsEndpointMetrics})
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())

@@ -268,20 +268,26 @@ func reportStatus(t *testing.T, fc flotillaclient.Interface, w *workv1alpha1.Wor
 
 // One owner per DNS name, with the whole hub and its DNS traffic manager
 // on a real apiserver: the oldest MultiClusterIngress owns a host, so a
-// newer one in another namespace (spelling the host differently, and
-// sending a forged creationTimestamp) adds nothing to its answers and is
-// told who owns it; a wildcard, older or not, never captures an exact host
-// owned elsewhere; deleting the owner hands the host to the next-oldest,
-// and re-creating it does not win it back.
+// newer one in another namespace (spelling the host differently, with any
+// number of trailing dots, and sending a forged creationTimestamp) adds
+// nothing to its answers and is told who owns it; a wildcard, older or not,
+// never captures an exact host owned elsewhere; a namespace that
+// --ingress-host-namespaces does not allow a domain never owns a host in it,
+// even claiming it first; deleting the owner hands the host to the
+// next-oldest, and re-creating it does not win it back. The admission
+// policy that refuses non-canonical hosts is unbound: the hub must decide
+// right on its own, for objects stored before the rule.
 func TestDNSHostOwnership(t *testing.T) {
 	// Not parallel: the traffic tests share the package-level dnsAddr.
 	dnsAddr = freeUDPAndTCPAddr(t)
 	var kubeconfig string
-	ctx, fc := startHubWith(t, func(o *app.Options) {
+	env, ctx, fc := startHubEnv(t, func(o *app.Options) {
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
 		o.DNSTrafficAddress = dnsAddr
+		o.IngressHostNamespaces = []string{"shop.example.com=team-a"}
 		kubeconfig = o.Kubeconfig
 	})
+	unbindIngressHostsPolicy(t, env)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -349,9 +355,10 @@ func TestDNSHostOwnership(t *testing.T) {
 	waitHostsAdmitted(t, fc, "team-a", "web", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
 	waitDNS(t, "web.example.com", "10.0.1.1")
 	nextSecond()
-	// team-b claims team-a's host in another spelling, with a made-up old
-	// creation time (the apiserver ignores it), and a host of its own.
-	hostile := ingress("team-b", "web", "WEB.Example.com.", "b.example.com")
+	// team-b claims team-a's host in another spelling (two trailing dots),
+	// with a made-up old creation time (the apiserver ignores it), and a
+	// host of its own.
+	hostile := ingress("team-b", "web", "WEB.Example.com..", "b.example.com")
 	hostile.CreationTimestamp = metav1.NewTime(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
 	create(hostile)
 	// A second wildcard over the same suffix.
@@ -388,6 +395,22 @@ func TestDNSHostOwnership(t *testing.T) {
 	waitHostsAdmitted(t, fc, "team-a", "web", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
 	waitHostsAdmitted(t, fc, "team-c", "wild", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
 
+	// Only team-a may claim shop.example.com: team-b's claim, older, is
+	// never served and keeps nobody from owning it; until team-a claims it,
+	// the name does not exist and the oldest wildcard answers it.
+	create(ingress("team-b", "shop", "shop.example.com"))
+	cond = waitHostsAdmitted(t, fc, "team-b", "shop", metav1.ConditionFalse, networkingv1alpha1.ReasonHostNotAllowed)
+	if !strings.Contains(cond.Message, "shop.example.com (within shop.example.com)") {
+		t.Fatalf("team-b's condition must name shop.example.com and the rule's domain: %q", cond.Message)
+	}
+	waitEvent(t, kube, "team-b", "shop", corev1.EventTypeWarning, ingressctl.EventHostNotAllowed, "shop.example.com")
+	waitDNS(t, "shop.example.com", "10.0.2.3")
+	nextSecond()
+	create(ingress("team-a", "shop", "shop.example.com"))
+	waitHostsAdmitted(t, fc, "team-a", "shop", metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted)
+	waitDNS(t, "shop.example.com", "10.0.1.1")
+	waitHostsAdmitted(t, fc, "team-b", "shop", metav1.ConditionFalse, networkingv1alpha1.ReasonHostNotAllowed)
+
 	// The owner goes: the next-oldest claimant takes the host over.
 	if err := fc.NetworkingV1alpha1().MultiClusterIngresses("team-a").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -408,6 +431,23 @@ func TestDNSHostOwnership(t *testing.T) {
 	if got := resolve(t, "web.example.com"); !slices.Equal(got, []string{"10.0.2.2"}) {
 		t.Fatalf("web.example.com answers %v after team-a came back, want team-b's only", got)
 	}
+}
+
+// unbindIngressHostsPolicy deletes the binding of the admission policy
+// flotilla-ingress-hosts and waits until a host it refuses is accepted, as
+// for objects stored before the policy existed.
+func unbindIngressHostsPolicy(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "flotilla-ingress-hosts", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	probe := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "WEB.example.com.."}}}}}
+	waitUntil(t, "the ingress-hosts policy unbound", func() (bool, error) {
+		return mcisCreateDryRun(ctx, fc.NetworkingV1alpha1().MultiClusterIngresses("default"), probe) == nil, nil
+	})
 }
 
 // waitDNS waits until the hub's DNS traffic manager answers name with
@@ -465,8 +505,11 @@ func waitEvent(t *testing.T, kube kubernetes.Interface, ns, name, typ, reason, m
 // An ingress is as old as its hosts: the admission policy refuses an update
 // that adds a host (exact or wildcard), so a tenant with an old
 // MultiClusterIngress cannot edit it to take a newer ingress's host. It may
-// respell (case, trailing dot), drop hosts and change anything else, and the
-// hub's status writes are not affected.
+// drop hosts and change anything else, and the hub's status writes are not
+// affected. And a host is written in its canonical form only
+// (hostnames.Canonical), on create and update, with what is wrong said: an
+// object stored before that rule keeps its spelling through updates, and
+// may respell a host to the canonical form.
 func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 	// Not parallel: the traffic tests share the package-level dnsAddr.
 	env := testenv.Start(t)
@@ -478,13 +521,36 @@ func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}
 	}
-	old, err := mcis.Create(ctx, &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "default"},
-		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("web.example.com", "web"), rule("api.example.com", "api")}}}}, metav1.CreateOptions{})
+	newIngress := func(name string, rules ...networkingv1.IngressRule) *networkingv1alpha1.MultiClusterIngress {
+		return &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: rules}}}
+	}
+	// Stored before the canonical-host rule: created while the policy is
+	// not bound.
+	bindings := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	binding, err := bindings.Get(ctx, "flotilla-ingress-hosts", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	update := func(dryRun bool, rules ...networkingv1.IngressRule) error {
-		cur, err := mcis.Get(ctx, old.Name, metav1.GetOptions{})
+	if err := bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var legacy *networkingv1alpha1.MultiClusterIngress
+	waitUntil(t, "the ingress-hosts policy unbound", func() (bool, error) {
+		legacy, err = mcis.Create(ctx, newIngress("legacy", rule("WEB.Legacy.example.com..", "web"), rule("api.legacy.example.com", "api")), metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	binding.ResourceVersion = ""
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	old, err := mcis.Create(ctx, newIngress("old", rule("web.example.com", "web"), rule("api.example.com", "api")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(name string, dryRun bool, rules ...networkingv1.IngressRule) error {
+		cur, err := mcis.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -498,31 +564,76 @@ func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 	}
 	// Policies take effect asynchronously: probe with a dry run.
 	waitUntil(t, "the ingress-hosts policy to refuse a new host", func() (bool, error) {
-		return apierrors.IsForbidden(update(true, rule("web.example.com", "web"), rule("api.example.com", "api"), rule("probe.example.com", "web"))), nil
+		return apierrors.IsForbidden(update(old.Name, true, rule("web.example.com", "web"), rule("api.example.com", "api"), rule("probe.example.com", "web"))), nil
 	})
 
-	for name, rules := range map[string][]networkingv1.IngressRule{
-		"a new exact host":       {rule("web.example.com", "web"), rule("api.example.com", "api"), rule("shop.example.com", "web")},
-		"a new wildcard":         {rule("web.example.com", "web"), rule("*.example.com", "web")},
-		"a host renamed":         {rule("web.example.com", "web"), rule("apl.example.com", "api")},
-		"a Unicode host":         {rule("web.example.com", "web"), rule("bücher.example.com", "web")},
-		"a new host, upper case": {rule("web.example.com", "web"), rule("SHOP.example.com.", "web")},
+	// Not canonical: refused at create, naming the host and the form.
+	for host, why := range map[string]string{
+		"WEB.example.com":                        "upper case",
+		"web.example.com.":                       "a trailing dot",
+		"web.example.com..":                      "two trailing dots",
+		" web.example.com":                       "whitespace",
+		"web_1.example.com":                      "an underscore",
+		"-web.example.com":                       "a leading hyphen",
+		"web..example.com":                       "an empty label",
+		"a.*.example.com":                        "a wildcard inside",
+		"bücher.example.com":                     "a U-label (punycode is xn--bcher-kva)",
+		`w\101b.example.com`:                     "an escape",
+		strings.Repeat("a", 64) + ".example.com": "a label of 64",
 	} {
-		err := update(false, rules...)
+		err := mcisCreateDryRun(ctx, mcis, newIngress("new", rule(host, "web")))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "a host is a DNS name in canonical form") {
+			t.Errorf("creating a host with %s (%q): want Invalid saying what a host is, got %v", why, host, err)
+		}
+		if host == "web.example.com.." {
+			t.Logf("refused: %v", err) // docs/dnstraffic.md shows it
+		}
+	}
+	for _, host := range []string{"web.example.com", "*.example.com", "xn--bcher-kva.example.com", strings.Repeat("a", 63) + ".example.com"} {
+		if err := mcisCreateDryRun(ctx, mcis, newIngress("new", rule(host, "web"))); err != nil {
+			t.Errorf("creating canonical host %q: %v", host, err)
+		}
+	}
+
+	for name, rules := range map[string][]networkingv1.IngressRule{
+		"a new exact host": {rule("web.example.com", "web"), rule("api.example.com", "api"), rule("shop.example.com", "web")},
+		"a new wildcard":   {rule("web.example.com", "web"), rule("*.example.com", "web")},
+		"a host renamed":   {rule("web.example.com", "web"), rule("apl.example.com", "api")},
+	} {
+		err := update(old.Name, false, rules...)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot add a host after it is created") {
 			t.Errorf("%s: want Forbidden naming the rule, got %v", name, err)
 		}
 	}
-	// Respelling, another backend, dropping a host: allowed.
-	if err := update(false, rule("WEB.Example.com.", "web-v2"), rule("api.example.com", "api"), rule("", "catch-all")); err != nil {
-		t.Fatalf("respelling a host, changing a backend, adding a catch-all rule: %v", err)
+	for name, rules := range map[string][]networkingv1.IngressRule{
+		"respelt, not canonical": {rule("WEB.Example.com.", "web"), rule("api.example.com", "api")},
+		"a Unicode host":         {rule("web.example.com", "web"), rule("bücher.example.com", "web")},
+	} {
+		if err := update(old.Name, false, rules...); err == nil {
+			t.Errorf("%s: allowed", name)
+		}
 	}
-	if err := update(false, rule("web.example.com", "web")); err != nil {
+	// Another backend, a catch-all rule, dropping a host: allowed.
+	if err := update(old.Name, false, rule("web.example.com", "web-v2"), rule("api.example.com", "api"), rule("", "catch-all")); err != nil {
+		t.Fatalf("changing a backend, adding a catch-all rule: %v", err)
+	}
+	if err := update(old.Name, false, rule("web.example.com", "web")); err != nil {
 		t.Fatalf("dropping a host: %v", err)
 	}
 	// Dropped is dropped: taking it back is adding it.
-	if err := update(false, rule("web.example.com", "web"), rule("api.example.com", "api")); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "api.example.com") {
+	if err := update(old.Name, false, rule("web.example.com", "web"), rule("api.example.com", "api")); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "api.example.com") {
 		t.Fatalf("re-adding a dropped host: want Forbidden naming api.example.com, got %v", err)
+	}
+	// The object stored before the rule keeps its spelling through an
+	// update, and may respell it canonically; not to another wrong form.
+	if err := update(legacy.Name, false, rule("WEB.Legacy.example.com..", "web-v2"), rule("api.legacy.example.com", "api")); err != nil {
+		t.Fatalf("updating a stored object, its host as stored: %v", err)
+	}
+	if err := update(legacy.Name, true, rule("WEB.LEGACY.example.com.", "web-v2")); !apierrors.IsInvalid(err) {
+		t.Fatalf("respelling a stored host to another non-canonical form: want Invalid, got %v", err)
+	}
+	if err := update(legacy.Name, false, rule("web.legacy.example.com", "web-v2"), rule("api.legacy.example.com", "api")); err != nil {
+		t.Fatalf("respelling a stored host canonically: %v", err)
 	}
 	// The hub's status writes go through the status subresource.
 	cur, err := mcis.Get(ctx, old.Name, metav1.GetOptions{})
@@ -534,6 +645,14 @@ func TestMultiClusterIngressCannotAddHosts(t *testing.T) {
 	if _, err := mcis.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("status write: %v", err)
 	}
+}
+
+// mcisCreateDryRun creates mci in a dry run.
+func mcisCreateDryRun(ctx context.Context, mcis interface {
+	Create(context.Context, *networkingv1alpha1.MultiClusterIngress, metav1.CreateOptions) (*networkingv1alpha1.MultiClusterIngress, error)
+}, mci *networkingv1alpha1.MultiClusterIngress) error {
+	_, err := mcis.Create(ctx, mci, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
 }
 
 // createWebService creates the Service template "web" (webService) in ns

@@ -26,6 +26,7 @@ import (
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	remedyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/remedy/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla-io/flotilla/pkg/hub/dnsendpoint"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
@@ -76,12 +77,15 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	dnsAddr := startCoreDNS(t, bin, etcdURL)
 	// ExternalDNS as its docs run it for the CoreDNS provider, publishing
 	// only the hub's DNSEndpoints; policy sync (the default), so it does
-	// delete records it owns that are no longer wanted.
+	// delete records it owns that are no longer wanted; managing TXT
+	// records too, which the hub publishes for a host without addresses
+	// (docs/install.md).
 	t.Setenv("ETCD_URLS", etcdURL)
 	testenv.StartProcess(t, filepath.Join(bin, "external-dns"),
 		"--kubeconfig="+env.KubeconfigFor(t, env.Config), "--source=crd", "--provider=coredns",
 		"--registry=txt", "--txt-owner-id=flotilla-e2e", "--domain-filter=example.com",
 		"--label-filter="+dnsendpoint.LabelManagedBy+"="+dnsendpoint.ManagedByHub,
+		"--managed-record-types=A", "--managed-record-types=AAAA", "--managed-record-types=CNAME", "--managed-record-types=TXT",
 		"--interval=1s", "--policy=sync")
 	stopHub := startHub(t, env)
 
@@ -100,6 +104,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 
 	tenantsStayApart(t, env, fc, dyn, dnsAddr)
 	failoverFollowsBackendHealth(t, env, fc, dyn, dnsAddr)
+	blockedHostExistsWithoutAddresses(t, env, fc, dnsAddr)
 
 	// Failover: member1 leaves traffic; the published record follows.
 	failover := time.Now()
@@ -165,7 +170,10 @@ func failoverFollowsBackendHealth(t *testing.T, env *testenv.Env, fc flotillacli
 // tenantsStayApart: a tenant allowed to write DNSEndpoints in its own
 // namespace cannot forge the hub's label, an unlabelled DNSEndpoint of its
 // own is not published, and its MultiClusterIngress claiming another
-// tenant's (older) host gets no record for it, only for its own host.
+// tenant's (older) host, spelled with two trailing dots (stored while the
+// admission policy that refuses that spelling was not bound), gets no
+// record for it, only for its own host: the hub decides ownership on the
+// canonical name and publishes exactly it.
 func tenantsStayApart(t *testing.T, env *testenv.Env, fc flotillaclient.Interface, dyn dynamic.Interface, dnsAddr string) {
 	t.Helper()
 	ctx := context.Background()
@@ -208,7 +216,8 @@ func tenantsStayApart(t *testing.T, env *testenv.Env, fc flotillaclient.Interfac
 	}
 	// A newer ingress of team-b claims team-a's host and one of its own.
 	placeWeb(t, fc, other, map[string]string{"member1": "10.0.1.9", "member2": "10.0.2.9"}, nil)
-	createIngress(t, fc, other, "web", host, "b.example.com")
+	unbindIngressHostsPolicy(t, env, fc)
+	createIngress(t, fc, other, "web", host+"..", "b.example.com")
 	// b.example.com answering means ExternalDNS has run since the hijack
 	// DNSEndpoint and team-b's were written.
 	waitAnswer(t, dnsAddr, "b.example.com", []string{"10.0.1.9", "10.0.2.9"})
@@ -225,6 +234,45 @@ func tenantsStayApart(t *testing.T, env *testenv.Env, fc flotillaclient.Interfac
 			t.Fatalf("team-b's DNSEndpoint publishes %s", name)
 		}
 	}
+}
+
+// blockedHostExistsWithoutAddresses: an exact host whose only cluster a
+// Remedy's TrafficControl blocks is published as a name without addresses
+// (one TXT record), so in the provider's zone it exists and answers NODATA:
+// a provider that synthesizes wildcards (RFC 4592: Route53, Cloud DNS,
+// BIND...) then never answers it with another owner's *.example.com, as it
+// would a name without records. (CoreDNS's etcd plugin synthesizes no
+// wildcard from stored records at all, so here the wildcard cannot answer
+// either way; what this setup shows is the name existing: NOERROR and the
+// TXT, where it was NXDOMAIN.) Unblocked, its address is back.
+func blockedHostExistsWithoutAddresses(t *testing.T, env *testenv.Env, fc flotillaclient.Interface, dnsAddr string) {
+	t.Helper()
+	ctx := context.Background()
+	const blockedNS, wildNS, name = "team-d", "team-e", "blocked.example.com"
+	createNamespace(t, env, wildNS)
+	placeWeb(t, fc, wildNS, map[string]string{"member2": "10.0.2.5"}, nil)
+	createIngress(t, fc, wildNS, "wild", "*.example.com")
+	createNamespace(t, env, blockedNS)
+	placeWeb(t, fc, blockedNS, map[string]string{"member1": "10.0.1.4"}, nil)
+	createIngress(t, fc, blockedNS, "web", name)
+	waitAnswer(t, dnsAddr, name, []string{"10.0.1.4"})
+
+	block := &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "block-member1"}, Spec: remedyv1alpha1.RemedySpec{
+		ClusterAffinity: &remedyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}},
+		Actions:         []remedyv1alpha1.RemedyAction{remedyv1alpha1.TrafficControl}}}
+	if _, err := fc.RemedyV1alpha1().Remedies().Create(ctx, block, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	blocked := time.Now()
+	waitAnswer(t, dnsAddr, name, nil) // NOERROR without records: NODATA, not NXDOMAIN
+	waitTXT(t, dnsAddr, name, []string{dnsendpoint.NoAddressText})
+	t.Logf("member1 blocked to CoreDNS answering %s NODATA, with its TXT, in %s", name, time.Since(blocked).Round(100*time.Millisecond))
+	logDig(t, dnsAddr, name, "every cluster of the host blocked")
+	if err := fc.RemedyV1alpha1().Remedies().Delete(ctx, block.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswer(t, dnsAddr, name, []string{"10.0.1.4"})
+	waitAnswer(t, dnsAddr, host, []string{"10.0.1.1", "10.0.2.1"})
 }
 
 // installHub applies what kustomize/hub-dns-endpoint adds to the hub's

@@ -164,6 +164,56 @@ func resolve(addr, name string) []string {
 	return ips
 }
 
+// txt asks CoreDNS for name's TXT records, sorted, or says what failed.
+func txt(addr, name string) []string {
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(name), dns.TypeTXT)
+	reply, _, err := new(dns.Client).Exchange(msg, addr)
+	if err != nil {
+		return []string{"error " + err.Error()}
+	}
+	if reply.Rcode != dns.RcodeSuccess {
+		return []string{"rcode " + dns.RcodeToString[reply.Rcode]}
+	}
+	var out []string
+	for _, rr := range reply.Answer {
+		if r, ok := rr.(*dns.TXT); ok {
+			out = append(out, strings.Join(r.Txt, ""))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func waitTXT(t *testing.T, addr, name string, want []string) {
+	t.Helper()
+	var got []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		got = txt(addr, name)
+		return slices.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("%s TXT answers %q, want %q", name, got, want)
+	}
+}
+
+// unbindIngressHostsPolicy deletes the binding of the admission policy
+// flotilla-ingress-hosts and waits until a host spelling it refuses is
+// accepted, as for objects stored before the policy existed.
+func unbindIngressHostsPolicy(t *testing.T, env *testenv.Env, fc flotillaclient.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "flotilla-ingress-hosts", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probe := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"}}
+	probe.Spec.Rules = []networkingv1.IngressRule{{Host: "WEB.example.com.."}}
+	poll(t, "the ingress-hosts policy unbound", func() (bool, error) {
+		_, err := fc.NetworkingV1alpha1().MultiClusterIngresses("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, nil
+	})
+}
+
 func waitAnswer(t *testing.T, addr, name string, want []string) {
 	t.Helper()
 	var got []string

@@ -19,7 +19,7 @@ limitations under the License.
 // ExternalDNS supports serves them. One DNSEndpoint per MultiClusterIngress,
 // of the same name and namespace, owned by it (ownerReference) and labelled
 // as the hub's; its endpoints are the A, AAAA and CNAME sets of the hosts
-// the ingress owns, built from dnstraffic.HostAnswers like the embedded
+// the ingress owns (a TXT for a host without addresses, so its name exists), built from dnstraffic.HostAnswers like the embedded
 // DNS server's answers (the same one-owner-per-host rule, serving
 // clusters, hostnames and TTL; weights where the provider has them).
 //
@@ -127,6 +127,9 @@ type Options struct {
 	// stale after this is a real fail-open (workloads Unhealthy on the
 	// Ready clusters), published as the embedded DNS answers it.
 	DecisionSettle time.Duration
+	// HostNamespaces say which namespaces may claim which domains
+	// (--ingress-host-namespaces), as for the embedded DNS server.
+	HostNamespaces dnstraffic.DomainRules
 	Recorder       record.EventRecorder
 	Metrics        *Metrics
 }
@@ -335,7 +338,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	want, hold := Publish(blind, published, TrafficOf(mci, claimants), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
+	want, hold := Publish(blind, published, TrafficOf(mci, claimants, c.opts.HostNamespaces), Records{TTL: int64(c.opts.TTL / time.Second), WeightProperty: c.opts.WeightProperty})
 	c.report(mci, key, hold)
 	if existing == nil && len(want) == 0 {
 		return nil // nothing to publish, nothing published

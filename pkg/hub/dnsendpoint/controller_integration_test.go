@@ -219,8 +219,9 @@ func TestPublisherFaults(t *testing.T) {
 	ingressWithStatus(t, fc, "team-a", "web", []string{"10.0.0.1", "2001:db8::1"}, "web.example.com", "*.apps.example.com")
 	waitPublished(t, dyn, "team-a", "web", []string{"*.apps.example.com A 10.0.0.1", "*.apps.example.com AAAA 2001:db8::1",
 		"web.example.com A 10.0.0.1", "web.example.com AAAA 2001:db8::1"})
-	// team-b (newer) claims team-a's host and one of its own.
-	ingressWithStatus(t, fc, "team-b", "web", []string{"10.0.9.9"}, "WEB.example.com", "b.example.com")
+	// team-b (newer) claims team-a's host and one of its own (spelled
+	// canonically: the admission policy refuses other spellings).
+	ingressWithStatus(t, fc, "team-b", "web", []string{"10.0.9.9"}, "web.example.com", "b.example.com")
 	waitPublished(t, dyn, "team-b", "web", []string{"b.example.com A 10.0.9.9"})
 	ingressWithStatus(t, fc, "team-c", "web", []string{"10.0.3.3"}, "c.example.com")
 	waitFor(t, "a DNSEndpointConflict event", func() (bool, error) {

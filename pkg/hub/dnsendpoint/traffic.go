@@ -47,11 +47,12 @@ type Traffic struct {
 // embedded DNS server answers from: the same owner per host, the same
 // serving clusters, weights, addresses, hostnames and TTL, so the two
 // outputs answer the same. claimants are the ingresses sharing a host with
-// mci, mci included; an owner depends only on its host's claimants, so
-// this decides mci's hosts as HostAnswers over every ingress does.
-func TrafficOf(mci *networkingv1alpha1.MultiClusterIngress, claimants []*networkingv1alpha1.MultiClusterIngress) Traffic {
+// mci, mci included; an owner depends only on its host's claimants (and
+// rules, the namespaces allowed per domain), so this decides mci's hosts
+// as HostAnswers over every ingress does.
+func TrafficOf(mci *networkingv1alpha1.MultiClusterIngress, claimants []*networkingv1alpha1.MultiClusterIngress, rules dnstraffic.DomainRules) Traffic {
 	var t Traffic
-	answers, _ := dnstraffic.HostAnswers(claimants)
+	answers, _ := dnstraffic.HostAnswers(claimants, rules)
 	ref := dnstraffic.RefOf(mci)
 	for _, a := range answers {
 		if a.Owner == ref {
@@ -67,7 +68,7 @@ func TrafficOf(mci *networkingv1alpha1.MultiClusterIngress, claimants []*network
 	return t
 }
 
-// owned are the hosts of t as ownership keys (lowercase FQDN).
+// owned are the hosts of t as ownership keys (canonical, as published).
 func (t Traffic) owned() []string {
 	keys := make([]string, 0, len(t.Hosts))
 	for _, a := range t.Hosts {
@@ -109,7 +110,14 @@ const (
 	RecordTypeA     = "A"
 	RecordTypeAAAA  = "AAAA"
 	RecordTypeCNAME = "CNAME"
+	RecordTypeTXT   = "TXT"
 )
+
+// NoAddressText is the text of the TXT record a host without addresses is
+// published with: it makes the name exist in the provider's zone, so no
+// wildcard answers it (RFC 4592 4.1: a wildcard answers only names that
+// do not exist), as the embedded server answers it NODATA.
+const NoAddressText = "flotilla: no cluster serves this name"
 
 // Records says how host answers become record sets.
 type Records struct {
@@ -143,9 +151,12 @@ type Records struct {
 //     several hostname clusters only the heaviest (then the first by name)
 //     is published: a name holds one CNAME.
 //   - The TTL is the ingress's (HostAnswer.TTL), else r.TTL.
+//   - A host without targets (every cluster blocked, or placed nowhere)
+//     gets one TXT record (NoAddressText) and no address: the name exists,
+//     without addresses, so no other owner's wildcard answers it in the
+//     provider's zone (RFC 4592), as none does in the embedded server's.
 //
-// A host without targets (every cluster blocked, or placed nowhere) gets
-// no record set: never a set without targets.
+// DNSName is the host exactly as ownership was decided on it (canonical).
 func Endpoints(hosts []dnstraffic.HostAnswer, r Records) []Endpoint {
 	var out []Endpoint
 	for i := range hosts {
@@ -159,7 +170,7 @@ func Endpoints(hosts []dnstraffic.HostAnswer, r Records) []Endpoint {
 }
 
 func hostEndpoints(a *dnstraffic.HostAnswer, r Records) []Endpoint {
-	name := strings.TrimSuffix(a.Host, ".")
+	name := a.Host
 	ttl := r.TTL
 	if a.TTL > 0 {
 		ttl = int64(a.TTL / time.Second)
@@ -216,6 +227,9 @@ func hostEndpoints(a *dnstraffic.HostAnswer, r Records) []Endpoint {
 		// are sorted by cluster.
 		heaviest := slices.MaxFunc(named, func(x, y dnstraffic.Target) int { return cmp.Compare(x.Weight, y.Weight) })
 		add(RecordTypeCNAME, []string{strings.TrimSuffix(heaviest.Hostname, ".")}, nil)
+	}
+	if len(out) == 0 {
+		add(RecordTypeTXT, []string{NoAddressText}, nil)
 	}
 	return out
 }
@@ -300,7 +314,7 @@ func Publish(blind string, published []Endpoint, t Traffic, r Records) ([]Endpoi
 	owned := t.owned()
 	kept := make([]Endpoint, 0, len(published))
 	for _, ep := range published {
-		if slices.Contains(owned, ep.DNSName+".") {
+		if slices.Contains(owned, ep.DNSName) {
 			kept = append(kept, ep)
 		}
 	}

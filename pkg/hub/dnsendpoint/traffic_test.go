@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/dnstraffic"
 )
 
 func ingress(ns, name string, created int, hosts ...string) *networkingv1alpha1.MultiClusterIngress {
@@ -76,7 +77,7 @@ func weights(w map[string]int32) *networkingv1alpha1.TrafficStrategy {
 }
 
 func endpointsOfIngress(mci *networkingv1alpha1.MultiClusterIngress, r Records) []Endpoint {
-	return Endpoints(TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci}).Hosts, r)
+	return Endpoints(TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci}, dnstraffic.DomainRules{}).Hosts, r)
 }
 
 func weight(w int) []ProviderSpecificProperty {
@@ -198,9 +199,10 @@ func TestEndpointsMapping(t *testing.T) {
 		r:    aws,
 		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{"10.0.0.1", "10.0.0.2"}, RecordType: "A", RecordTTL: 5}},
 	}, {
-		name: "serving clusters without an address yet: nothing (never a set without targets)",
+		name: "serving clusters without an address yet: the name, without addresses (never a set without targets)",
 		mci:  serving(ingress("a", "web", 1, "web.example.com"), "m1", 1),
 		r:    aws,
+		want: []Endpoint{{DNSName: "web.example.com", Targets: []string{NoAddressText}, RecordType: "TXT", RecordTTL: 5}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, endpointsOfIngress(tc.mci, tc.r)); diff != "" {
@@ -213,12 +215,12 @@ func TestEndpointsMapping(t *testing.T) {
 func TestTrafficOfReadsBlockAndPlacement(t *testing.T) {
 	mci := serving(ingress("a", "web", 1, "web.example.com"), "m1", 1, "10.0.0.1")
 	mci.Status.TrafficBlockClusters = []networkingv1alpha1.ClusterObject{{Name: "m2"}}
-	got := TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci})
-	if !got.Blocked || !got.Placed || !got.answered() || !slices.Equal(got.owned(), []string{"web.example.com."}) {
+	got := TrafficOf(mci, []*networkingv1alpha1.MultiClusterIngress{mci}, dnstraffic.DomainRules{})
+	if !got.Blocked || !got.Placed || !got.answered() || !slices.Equal(got.owned(), []string{"web.example.com"}) {
 		t.Fatalf("TrafficOf: %+v", got)
 	}
 	empty := ingress("a", "empty", 1, "x.example.com")
-	if got := TrafficOf(empty, []*networkingv1alpha1.MultiClusterIngress{empty}); got.Placed || got.Blocked || got.answered() || len(got.Hosts) != 1 {
+	if got := TrafficOf(empty, []*networkingv1alpha1.MultiClusterIngress{empty}, dnstraffic.DomainRules{}); got.Placed || got.Blocked || got.answered() || len(got.Hosts) != 1 {
 		t.Fatalf("an ingress without status: %+v", got)
 	}
 }
@@ -232,20 +234,20 @@ func TestTrafficOfOneOwnerPerHost(t *testing.T) {
 		&networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin, Weight: map[string]int32{"m1": 1000}, DNSTtlSeconds: 3600})
 	claimants := []*networkingv1alpha1.MultiClusterIngress{attacker, victim}
 	r := Records{TTL: 5, WeightProperty: "aws/weight"}
-	if got := TrafficOf(attacker, claimants).owned(); !slices.Equal(got, []string{"evil.example.com."}) {
-		t.Fatalf("the newer ingress owns %v, want only evil.example.com.", got)
+	if got := TrafficOf(attacker, claimants, dnstraffic.DomainRules{}).owned(); !slices.Equal(got, []string{"evil.example.com"}) {
+		t.Fatalf("the newer ingress owns %v, want only evil.example.com", got)
 	}
 	want := []Endpoint{{DNSName: "shop.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A", RecordTTL: 5}}
-	if diff := cmp.Diff(want, Endpoints(TrafficOf(victim, claimants).Hosts, r)); diff != "" {
+	if diff := cmp.Diff(want, Endpoints(TrafficOf(victim, claimants, dnstraffic.DomainRules{}).Hosts, r)); diff != "" {
 		t.Fatalf("the owner's records (-want +got):\n%s", diff)
 	}
-	for _, ep := range Endpoints(TrafficOf(attacker, claimants).Hosts, r) {
+	for _, ep := range Endpoints(TrafficOf(attacker, claimants, dnstraffic.DomainRules{}).Hosts, r) {
 		if ep.DNSName != "evil.example.com" {
 			t.Fatalf("the newer ingress publishes %+v", ep)
 		}
 	}
 	// The owner gone, the next claimant owns the host.
-	if got := TrafficOf(attacker, claimants[:1]).owned(); !slices.Equal(got, []string{"evil.example.com.", "shop.example.com."}) {
+	if got := TrafficOf(attacker, claimants[:1], dnstraffic.DomainRules{}).owned(); !slices.Equal(got, []string{"evil.example.com", "shop.example.com"}) {
 		t.Fatalf("with the owner deleted the claimant owns %v", got)
 	}
 }
@@ -257,13 +259,14 @@ func TestPublish(t *testing.T) {
 		for i, ip := range ips {
 			serving(m, fmt.Sprintf("m%d", i), 1, ip)
 		}
-		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m})
+		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m}, dnstraffic.DomainRules{})
 		tr.Blocked, tr.Placed = blocked, placed
 		return tr
 	}
 	seen := traffic(false, true, "10.0.0.2")
 	published := Endpoints(traffic(false, true, "10.0.0.1").Hosts, r)
 	foreign := append(slices.Clone(published), Endpoint{DNSName: "lost.example.com", Targets: []string{"10.0.0.1"}, RecordType: "A"})
+	noAddress := []Endpoint{{DNSName: "web.example.com", Targets: []string{NoAddressText}, RecordType: RecordTypeTXT, RecordTTL: 5}}
 	for _, tc := range []struct {
 		name      string
 		blind     string
@@ -281,9 +284,9 @@ func TestPublish(t *testing.T) {
 			want: published, hold: HoldAddressesUnseen},
 		{name: "a stale fail-open decision keeps the published records", blind: HoldDecisionStale, published: published,
 			traffic: traffic(false, true, "10.0.0.1", "10.0.0.2"), want: published, hold: HoldDecisionStale},
-		{name: "every cluster blocked: the block holds", published: published, traffic: traffic(true, true)},
-		{name: "backends placed nowhere: the records go", published: published, traffic: traffic(false, false)},
-		{name: "placed, no address, nothing published: nothing", traffic: traffic(false, true)},
+		{name: "every cluster blocked: the block holds, the name stays without addresses", published: published, traffic: traffic(true, true), want: noAddress},
+		{name: "backends placed nowhere: the addresses go, the name stays", published: published, traffic: traffic(false, false), want: noAddress},
+		{name: "placed, no address, nothing published: the name without addresses", traffic: traffic(false, true), want: noAddress},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, hold := Publish(tc.blind, tc.published, tc.traffic, r)
@@ -333,7 +336,7 @@ func TestPublishInvariants(t *testing.T) {
 		if r.IntN(2) == 0 {
 			m.Spec.Strategy = weights(map[string]int32{"m0": 1, "m1": 2})
 		}
-		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m})
+		tr := TrafficOf(m, []*networkingv1alpha1.MultiClusterIngress{m}, dnstraffic.DomainRules{})
 		tr.Blocked, tr.Placed = r.IntN(2) == 0, r.IntN(2) == 0
 		return tr
 	}
@@ -350,7 +353,7 @@ func TestPublishInvariants(t *testing.T) {
 				"blind=%q owned=%v traffic=%+v published=%+v -> %+v (hold %q)", seed, seed, i, msg, blind, owned, tr, published, got, hold)
 		}
 		for _, ep := range got {
-			if !slices.Contains(owned, ep.DNSName+".") {
+			if !slices.Contains(owned, ep.DNSName) {
 				fail(fmt.Sprintf("published %s, which the ingress does not own", ep.DNSName))
 			}
 			if blind != "" && !slices.ContainsFunc(published, func(p Endpoint) bool { return cmp.Equal(p, ep) }) {
@@ -360,7 +363,7 @@ func TestPublishInvariants(t *testing.T) {
 				fail(fmt.Sprintf("%s %s has %d targets", ep.DNSName, ep.RecordType, len(ep.Targets)))
 			}
 		}
-		ownedPublished := slices.ContainsFunc(published, func(p Endpoint) bool { return slices.Contains(owned, p.DNSName+".") })
+		ownedPublished := slices.ContainsFunc(published, func(p Endpoint) bool { return slices.Contains(owned, p.DNSName) })
 		if ownedPublished && len(got) == 0 && !tr.Blocked && tr.Placed {
 			fail("published records blanked though nothing blocks the backends and they are placed")
 		}

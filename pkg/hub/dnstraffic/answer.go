@@ -1,6 +1,8 @@
 package dnstraffic
 
 import (
+	"strings"
+
 	"github.com/miekg/dns"
 )
 
@@ -154,14 +156,26 @@ func minimalAny(g *group, apex bool) uint16 {
 }
 
 // lookup returns the entry of name inside apex, nil if the name does not
-// exist. An existing name wins over the wildcard (RFC 4592); a wildcard
-// matches exactly one label, as in Ingress.
+// exist. It follows RFC 4592, as every DNS provider's zone does, so the
+// embedded server and a zone ExternalDNS programs give one answer: a name
+// that exists (a host, an ancestor of one, the apex) is answered as itself
+// and never by a wildcard; another name is answered by the wildcard of its
+// closest encloser (its longest existing ancestor), if that has one, at
+// any depth ("a.b.example.com" by "*.example.com" unless b.example.com
+// exists). Ingress routes a wildcard one label deep; a deeper name reaches
+// the wildcard owner's load balancers, as through any provider.
 func (s *Snapshot) lookup(name, apex string) *entry {
 	if e, ok := s.names[name]; ok {
 		return e
 	}
-	if p := parent(name); p != "" && len(p) >= len(apex) {
-		return s.wild[p]
+	for p := parent(name); p != "" && len(p) >= len(apex); p = parent(p) {
+		if _, ok := s.names[p]; ok {
+			return s.wild[p]
+		}
+		// A wildcard is a name that exists too: below it is nothing.
+		if strings.HasPrefix(p, "*.") && s.wild[p[2:]] != nil {
+			return nil
+		}
 	}
 	return nil
 }

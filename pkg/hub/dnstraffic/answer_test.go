@@ -108,9 +108,9 @@ func check(t *testing.T, req, resp *dns.Msg, w want, ttl uint32) {
 }
 
 func TestAnswer(t *testing.T) {
-	noZones, _ := buildSnapshot(testMCIs(), nil, 5*time.Second)
-	zoned, ignored := buildSnapshot(append(testMCIs(), newMCI("ent", []string{"x.y.example.com"}, "10.0.3.1")),
-		[]string{"example.com.", "sub.example.com."}, 30*time.Second)
+	noZones, _ := NewSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
+	zoned, ignored := NewSnapshot(append(testMCIs(), newMCI("ent", []string{"x.y.example.com"}, "10.0.3.1")),
+		[]string{"example.com.", "sub.example.com."}, 30*time.Second, DomainRules{})
 
 	web := []string{"A 10.0.0.1", "A 10.0.0.2"} // not web-b's 10.0.0.3
 	withRD := func(m *dns.Msg) *dns.Msg { m.RecursionDesired = true; return m }
@@ -160,7 +160,8 @@ func TestAnswer(t *testing.T) {
 		{"IPv6 only, AAAA", noZones, "v6.example.com.", dns.TypeAAAA, id, want{dns.RcodeSuccess, []string{"AAAA 2001:db8::2"}, "", true}},
 		{"wildcard", noZones, "shop.apps.example.com.", dns.TypeA, id, want{dns.RcodeSuccess, []string{"A 10.0.1.1"}, "", true}},
 		{"wildcard literal", noZones, "*.apps.example.com.", dns.TypeA, id, want{dns.RcodeSuccess, []string{"A 10.0.1.1"}, "", true}},
-		{"wildcard matches one label only", noZones, "a.shop.apps.example.com.", dns.TypeA, id, want{dns.RcodeNameError, nil, "apps.example.com.", true}},
+		{"wildcard answers deeper names too (RFC 4592)", noZones, "a.shop.apps.example.com.", dns.TypeA, id, want{dns.RcodeSuccess, []string{"A 10.0.1.1"}, "", true}},
+		{"below the wildcard name itself is NXDOMAIN", noZones, "a.*.apps.example.com.", dns.TypeA, id, want{dns.RcodeNameError, nil, "apps.example.com.", true}},
 		{"wildcard parent is its apex", noZones, "apps.example.com.", dns.TypeA, id, want{dns.RcodeSuccess, nil, "apps.example.com.", true}},
 		{"below a host is NXDOMAIN", noZones, "x.web.example.com.", dns.TypeA, id, want{dns.RcodeNameError, nil, "web.example.com.", true}},
 		{"deep host", noZones, "a.b.deep.example.org.", dns.TypeA, id, want{dns.RcodeSuccess, []string{"A 10.0.2.1"}, "", true}},
@@ -215,7 +216,7 @@ func TestAnswer(t *testing.T) {
 }
 
 func TestAnswerEDNS(t *testing.T) {
-	snap, _ := buildSnapshot(testMCIs(), nil, 5*time.Second)
+	snap, _ := NewSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
 
 	req := query("web.example.com.", dns.TypeA)
 	req.SetEdns0(4096, true)
@@ -243,14 +244,14 @@ func TestAnswerEDNS(t *testing.T) {
 }
 
 func TestAnswerSerialIsContentHash(t *testing.T) {
-	a, _ := buildSnapshot(testMCIs(), nil, time.Second)
+	a, _ := NewSnapshot(testMCIs(), nil, time.Second, DomainRules{})
 	rev := testMCIs()
 	slices.Reverse(rev)
-	b, _ := buildSnapshot(rev, nil, time.Second)
+	b, _ := NewSnapshot(rev, nil, time.Second, DomainRules{})
 	if a.serial != b.serial {
 		t.Errorf("serial depends on MCI order: %d != %d", a.serial, b.serial)
 	}
-	c, _ := buildSnapshot(append(testMCIs(), newMCI("more", []string{"more.example.com"}, "10.0.0.9")), nil, time.Second)
+	c, _ := NewSnapshot(append(testMCIs(), newMCI("more", []string{"more.example.com"}, "10.0.0.9")), nil, time.Second, DomainRules{})
 	if a.serial == c.serial {
 		t.Error("serial unchanged by a new address")
 	}

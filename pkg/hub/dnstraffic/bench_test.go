@@ -17,7 +17,7 @@ func BenchmarkAnswer(b *testing.B) {
 	for i := range 1000 {
 		mcis = append(mcis, newMCI(fmt.Sprint(i), []string{fmt.Sprintf("h%d.example.com", i)}, "10.0.0.1", "10.0.0.2", "2001:db8::1"))
 	}
-	snap, _ := buildSnapshot(mcis, []string{"example.com."}, 5*time.Second)
+	snap, _ := NewSnapshot(mcis, []string{"example.com."}, 5*time.Second, DomainRules{})
 	for _, bc := range []struct {
 		name    string
 		qname   string
@@ -49,6 +49,6 @@ func BenchmarkBuildSnapshot(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSnapshot(mcis, nil, 5*time.Second)
+		NewSnapshot(mcis, nil, 5*time.Second, DomainRules{})
 	}
 }

@@ -71,7 +71,7 @@ func fuzzSeeds() [][]byte {
 }
 
 func fuzzSnapshot() *Snapshot {
-	s, _ := buildSnapshot(testMCIs(), nil, 5*time.Second)
+	s, _ := NewSnapshot(testMCIs(), nil, 5*time.Second, DomainRules{})
 	return s
 }
 

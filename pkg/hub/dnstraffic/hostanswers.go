@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
 
 // Target is one cluster's part of a host's answers.
@@ -34,8 +34,8 @@ type Target struct {
 // host's owner only. The embedded DNS server and any other publisher
 // (e.g. ExternalDNS DNSEndpoint objects) answer from it.
 type HostAnswer struct {
-	// Host is the host as an ownership key: lowercase FQDN, a wildcard
-	// keeps its "*." label.
+	// Host is the host as an ownership key (HostKeys): canonical, a
+	// wildcard keeps its "*." label. Every output publishes exactly it.
 	Host string
 	// Owner is the ingress whose status the answers come from.
 	Owner IngressRef
@@ -58,18 +58,21 @@ type IgnoredHost struct {
 }
 
 // HostAnswers decides the answers of every host the ingresses claim: each
-// host gets the targets of its owner (Owners) only, so no ingress can add
-// or change anything in a host another ingress owns, through any field.
-// It also returns the hosts it left out. It is pure and deterministic:
-// the same ingresses give the same answers, in host order.
-func HostAnswers(mcis []*networkingv1alpha1.MultiClusterIngress) ([]HostAnswer, []IgnoredHost) {
+// host gets the targets of its owner (Owners, under rules) only, so no
+// ingress can add or change anything in a host another ingress owns,
+// through any field. It also returns the hosts it left out. It is pure and
+// deterministic: the same ingresses give the same answers, in host order.
+func HostAnswers(mcis []*networkingv1alpha1.MultiClusterIngress, rules DomainRules) ([]HostAnswer, []IgnoredHost) {
 	var ignored []IgnoredHost
 	var out []HostAnswer
-	owners := Owners(mcis)
+	owners := Owners(mcis, rules)
 	for _, mci := range mcis {
 		ref := RefOf(mci)
 		for _, c := range owners.Conflicts(ref) {
 			ignored = append(ignored, IgnoredHost{c.Host, fmt.Sprintf("claimed by %s but owned by %s, an older MultiClusterIngress", ref, c.Owner)})
+		}
+		for _, na := range owners.NotAllowed(ref) {
+			ignored = append(ignored, IgnoredHost{na.Host, fmt.Sprintf("claimed by %s, whose namespace may not claim names within %s (--ingress-host-namespaces)", ref, na.Domain)})
 		}
 		keys, invalid := HostKeys(&mci.Spec.IngressSpec)
 		for _, h := range invalid {
@@ -118,12 +121,12 @@ func Targets(status *networkingv1alpha1.MultiClusterIngressStatus) []Target {
 			continue
 		}
 		t := Target{Cluster: c.Name, Weight: max(c.Weight, 1)}
-		ips, hostnames := addresses(c.Addresses)
+		ips, names := addresses(c.Addresses)
 		switch {
 		case len(ips) > 0:
 			t.IPs = ips
-		case len(hostnames) > 0:
-			t.Hostname = hostnames[0]
+		case len(names) > 0:
+			t.Hostname = names[0]
 		default:
 			continue // serves, but has no address yet
 		}
@@ -134,11 +137,11 @@ func Targets(status *networkingv1alpha1.MultiClusterIngressStatus) []Target {
 }
 
 // addresses splits load-balancer entries into valid IPs and valid
-// hostnames (lowercase FQDN), each sorted and deduplicated. Garbage is
-// dropped: a status is written from what members report.
+// hostnames (canonical, as an FQDN), each sorted and deduplicated. Garbage
+// is dropped: a status is written from what members report.
 func addresses(lbs []networkingv1.IngressLoadBalancerIngress) ([]netip.Addr, []string) {
 	var ips []netip.Addr
-	var hostnames []string
+	var names []string
 	for _, lb := range lbs {
 		if a, err := netip.ParseAddr(lb.IP); err == nil && lb.IP != "" {
 			a = a.Unmap()
@@ -147,11 +150,11 @@ func addresses(lbs []networkingv1.IngressLoadBalancerIngress) ([]netip.Addr, []s
 			}
 			continue
 		}
-		if h, ok := normalizeName(lb.Hostname); ok && !strings.Contains(h, "*") {
-			hostnames = append(hostnames, h)
+		if h, err := hostnames.Canonical(lb.Hostname); err == nil && !hostnames.IsWildcard(h) {
+			names = append(names, h+".")
 		}
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
-	slices.Sort(hostnames)
-	return slices.Compact(ips), slices.Compact(hostnames)
+	slices.Sort(names)
+	return slices.Compact(ips), slices.Compact(names)
 }

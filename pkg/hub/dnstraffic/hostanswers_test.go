@@ -77,7 +77,7 @@ func TestWeightedShares(t *testing.T) {
 				delete(clusters, c)
 			}
 		}
-		snap, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{servingMCI("web", "web.example.com", clusters, weights)}, []string{"example.com."}, 5*time.Second)
+		snap, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{servingMCI("web", "web.example.com", clusters, weights)}, []string{"example.com."}, 5*time.Second, DomainRules{})
 		const n = 10000
 		counts := share(t, snap, "web.example.com.", dns.TypeA, n)
 		var total int32
@@ -101,8 +101,8 @@ func TestWeightedShares(t *testing.T) {
 // TestUnweightedAnswersEveryAddress: without weights every IP cluster is in
 // every answer, as before.
 func TestUnweightedAnswersEveryAddress(t *testing.T) {
-	snap, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{servingMCI("web", "web.example.com",
-		map[string][]string{"m1": {"10.0.0.1"}, "m2": {"10.0.0.2", "2001:db8::2"}}, nil)}, []string{"example.com."}, 5*time.Second)
+	snap, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{servingMCI("web", "web.example.com",
+		map[string][]string{"m1": {"10.0.0.1"}, "m2": {"10.0.0.2", "2001:db8::2"}}, nil)}, []string{"example.com."}, 5*time.Second, DomainRules{})
 	for i := range 10 {
 		if resp := snap.AnswerFor(query("web.example.com.", dns.TypeA), uint64(i)); len(resp.Answer) != 2 {
 			t.Fatalf("query %d: %v", i, resp.Answer)
@@ -120,7 +120,7 @@ func TestUnweightedAnswersEveryAddress(t *testing.T) {
 func TestHostnameTargetsAreCNAME(t *testing.T) {
 	only := servingMCI("aws", "aws.example.com", map[string][]string{"eks": {"abc.elb.amazonaws.com"}}, nil)
 	mixed := servingMCI("mixed", "mixed.example.com", map[string][]string{"eks": {"ABC.elb.amazonaws.com."}, "m1": {"10.0.0.1"}, "m2": {"10.0.0.2"}}, nil)
-	snap, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{only, mixed}, []string{"example.com."}, 5*time.Second)
+	snap, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{only, mixed}, []string{"example.com."}, 5*time.Second, DomainRules{})
 	for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeANY, dns.TypeTXT} {
 		resp := snap.Answer(query("aws.example.com.", qt))
 		if len(resp.Answer) != 1 || resp.Answer[0].(*dns.CNAME).Target != "abc.elb.amazonaws.com." {
@@ -141,7 +141,7 @@ func TestHostnameTargetsAreCNAME(t *testing.T) {
 	}
 
 	// A host that is its own zone apex has an SOA, so no CNAME: only the IP clusters answer.
-	apex, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{mixed}, nil, 5*time.Second)
+	apex, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{mixed}, nil, 5*time.Second, DomainRules{})
 	for i := range 20 {
 		if resp := apex.AnswerFor(query("mixed.example.com.", dns.TypeA), uint64(i)); len(resp.Answer) != 2 {
 			t.Fatalf("apex answer %d: %v", i, resp.Answer)
@@ -153,7 +153,7 @@ func TestTTLPerIngress(t *testing.T) {
 	m := servingMCI("web", "web.example.com", map[string][]string{"m1": {"10.0.0.1"}}, nil)
 	m.Spec.Strategy = &networkingv1alpha1.TrafficStrategy{Type: networkingv1alpha1.StrategyRoundRobin, DNSTtlSeconds: 60}
 	other := servingMCI("api", "api.example.com", map[string][]string{"m1": {"10.0.0.1"}}, nil)
-	snap, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{m, other}, []string{"example.com."}, 5*time.Second)
+	snap, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{m, other}, []string{"example.com."}, 5*time.Second, DomainRules{})
 	if ttl := snap.Answer(query("web.example.com.", dns.TypeA)).Answer[0].Header().Ttl; ttl != 60 {
 		t.Fatalf("web TTL %d, want 60", ttl)
 	}
@@ -174,8 +174,8 @@ func TestNewFieldsNeverReachAnotherOwnersHost(t *testing.T) {
 	intruder.CreationTimestamp = metav1.NewTime(time.Unix(100, 0))
 	intruder.Spec.Strategy.DNSTtlSeconds = 3600
 	intruder.Spec.Rules = append(intruder.Spec.Rules, networkingv1.IngressRule{Host: "*.example.com"}, networkingv1.IngressRule{Host: "WEB.example.com."})
-	want, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{owner}, []string{"example.com."}, 5*time.Second)
-	got, _ := buildSnapshot([]*networkingv1alpha1.MultiClusterIngress{owner, intruder}, []string{"example.com."}, 5*time.Second)
+	want, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{owner}, []string{"example.com."}, 5*time.Second, DomainRules{})
+	got, _ := NewSnapshot([]*networkingv1alpha1.MultiClusterIngress{owner, intruder}, []string{"example.com."}, 5*time.Second, DomainRules{})
 	for i := range 200 {
 		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeANY, dns.TypeCNAME} {
 			a := want.AnswerFor(query("web.example.com.", qt), uint64(i))
@@ -185,7 +185,7 @@ func TestNewFieldsNeverReachAnotherOwnersHost(t *testing.T) {
 			}
 		}
 	}
-	answers, _ := HostAnswers([]*networkingv1alpha1.MultiClusterIngress{intruder, owner})
+	answers, _ := HostAnswers([]*networkingv1alpha1.MultiClusterIngress{intruder, owner}, DomainRules{})
 	for _, a := range answers {
 		if a.Host == "web.example.com." && (a.Owner.Namespace != "team-a" || a.TTL != 0 || a.Weighted || len(a.Targets) != 1) {
 			t.Fatalf("HostAnswers gave the intruder a say: %+v", a)

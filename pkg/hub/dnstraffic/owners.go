@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
 
 // IngressRef names a MultiClusterIngress.
@@ -24,24 +25,34 @@ func RefOf(mci *networkingv1alpha1.MultiClusterIngress) IngressRef {
 
 // HostConflict is a host an ingress claims that an older ingress owns.
 type HostConflict struct {
-	// Host is the claimed host, normalized: lowercase, without the
-	// trailing dot ("web.example.com", "*.example.com").
+	// Host is the claimed host, canonical (hostnames.Canonical:
+	// "web.example.com", "*.example.com").
 	Host string
 	// Owner is the ingress whose addresses are served for Host.
 	Owner IngressRef
 }
 
-// HostKeys returns the hosts of spec as ownership keys (lowercase FQDN, a
-// wildcard keeps its "*." label), sorted and deduplicated, and the hosts,
-// as written, that are not DNS names and so are never served. A rule
-// without a host (a catch-all) names nothing.
+// HostNotAllowed is a host an ingress claims that its namespace may not
+// (DomainRules).
+type HostNotAllowed struct {
+	// Host is the claimed host, canonical.
+	Host string
+	// Domain is the rule's domain: the longest one Host is within.
+	Domain string
+}
+
+// HostKeys returns the hosts of spec as ownership keys: each host in its
+// canonical form (hostnames.Canonical, so every spelling of one name is one
+// key and every output publishes exactly the key), sorted and
+// deduplicated, and the hosts, as written, that are not host names and so
+// are never served. A rule without a host (a catch-all) names nothing.
 func HostKeys(spec *networkingv1.IngressSpec) (keys, invalid []string) {
 	for _, rule := range spec.Rules {
 		if rule.Host == "" {
 			continue
 		}
-		k, ok := normalizeName(rule.Host)
-		if !ok {
+		k, err := hostnames.Canonical(rule.Host)
+		if err != nil {
 			invalid = append(invalid, rule.Host)
 			continue
 		}
@@ -56,15 +67,19 @@ func HostKeys(spec *networkingv1.IngressSpec) (keys, invalid []string) {
 // DNS table and the ingress controller both do, so what is answered and
 // what the status conditions say come from the same decision.
 type Ownership struct {
-	owner     map[string]IngressRef
-	conflicts map[IngressRef][]HostConflict
-	contested int
+	owner      map[string]IngressRef
+	conflicts  map[IngressRef][]HostConflict
+	notAllowed map[IngressRef][]HostNotAllowed
+	contested  int
 }
 
 // Owners decides the owner of every host claimed by mcis: the oldest
 // claimant (creationTimestamp, which the apiserver sets and never lets a
-// client change; ties broken by namespace, then name). Only the owner's
-// addresses are served for a host; every later claimant gets a conflict.
+// client change; ties broken by namespace, then name) among those whose
+// namespace rules allow the host. Only the owner's addresses are served for
+// a host; every later allowed claimant gets a conflict, and a claimant its
+// namespace may not make gets a HostNotAllowed instead: it never owns the
+// host, nor keeps an allowed one, older or newer, from owning it.
 //
 // An exact host and a wildcard are different names: "*.example.com" owned
 // by one ingress never captures "a.example.com" owned by another, because
@@ -73,21 +88,30 @@ type Ownership struct {
 // oldest. The owner of a host depends only on the ingresses that claim
 // it, so Owners of any subset holding all of a host's claimants decides
 // that host the same way (the ingress controller relies on this).
-func Owners(mcis []*networkingv1alpha1.MultiClusterIngress) *Ownership {
+func Owners(mcis []*networkingv1alpha1.MultiClusterIngress, rules DomainRules) *Ownership {
 	sorted := slices.Clone(mcis)
 	slices.SortFunc(sorted, olderFirst)
-	o := &Ownership{owner: map[string]IngressRef{}, conflicts: map[IngressRef][]HostConflict{}}
+	o := &Ownership{owner: map[string]IngressRef{}, conflicts: map[IngressRef][]HostConflict{}, notAllowed: map[IngressRef][]HostNotAllowed{}}
 	contested := map[string]bool{}
+	seen := map[IngressRef]bool{}
 	for _, mci := range sorted {
 		ref := RefOf(mci)
+		if seen[ref] { // the same ingress listed twice in mcis claims once
+			continue
+		}
+		seen[ref] = true
 		keys, _ := HostKeys(&mci.Spec.IngressSpec)
 		for _, k := range keys {
+			if ok, domain := rules.Allows(ref.Namespace, k); !ok {
+				o.notAllowed[ref] = append(o.notAllowed[ref], HostNotAllowed{Host: k, Domain: domain})
+				continue
+			}
 			owner, taken := o.owner[k]
 			switch {
 			case !taken:
 				o.owner[k] = ref
-			case owner != ref: // the same ingress listed twice in mcis is not a conflict
-				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: strings.TrimSuffix(k, "."), Owner: owner})
+			case owner != ref:
+				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: k, Owner: owner})
 				contested[k] = true
 			}
 		}
@@ -117,5 +141,12 @@ func (o *Ownership) Conflicts(ref IngressRef) []HostConflict {
 	return slices.Clone(o.conflicts[ref])
 }
 
-// Contested is the number of hosts claimed by more than one ingress.
+// NotAllowed are the hosts ref claims that its namespace may not, sorted
+// by host.
+func (o *Ownership) NotAllowed(ref IngressRef) []HostNotAllowed {
+	return slices.Clone(o.notAllowed[ref])
+}
+
+// Contested is the number of hosts claimed by more than one allowed
+// ingress.
 func (o *Ownership) Contested() int { return o.contested }

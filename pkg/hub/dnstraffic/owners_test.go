@@ -163,15 +163,51 @@ func TestOwners(t *testing.T) {
 			answers: map[string][]string{"web.example.com.": {"10.0.0.1"}},
 		},
 		{
-			name: "IDN: a Unicode host is not a DNS name, never served, and blocks no punycode owner",
+			name: "IDN: a U-label and its A-label are one host, whoever spells it which way",
 			claims: []claim{
 				{"team-b/idn", 1, []string{"bücher.example.com"}, "10.0.0.2"},
 				{"team-a/idn", 2, []string{"xn--bcher-kva.example.com"}, "10.0.0.1"},
-				{"team-c/idn", 3, []string{"XN--BCHER-KVA.example.com"}, "10.0.0.3"},
+				{"team-c/idn", 3, []string{"XN--BCHER-KVA.example.com", "BÜCHER.example.com."}, "10.0.0.3"},
 			},
-			conflicts: map[string][]string{"team-c/idn": {"xn--bcher-kva.example.com owned by team-a/idn"}},
+			conflicts: map[string][]string{
+				"team-a/idn": {"xn--bcher-kva.example.com owned by team-b/idn"},
+				"team-c/idn": {"xn--bcher-kva.example.com owned by team-b/idn"},
+			},
 			contested: 1,
-			answers:   map[string][]string{"xn--bcher-kva.example.com.": {"10.0.0.1"}},
+			answers:   map[string][]string{"xn--bcher-kva.example.com.": {"10.0.0.2"}},
+		},
+		{
+			name: "any number of trailing dots, whitespace and escapes spell the same host",
+			claims: []claim{
+				{"team-a/web", 1, []string{"web.example.com"}, "10.0.0.1"},
+				{"team-b/web", 2, []string{"web.example.com.."}, "10.0.0.2"},
+				{"team-c/web", 3, []string{" web.example.com... "}, "10.0.0.3"},
+				{"team-d/web", 4, []string{`w\101b.example.com`, `\087EB.example.com.`}, "10.0.0.4"},
+			},
+			conflicts: map[string][]string{
+				"team-b/web": {"web.example.com owned by team-a/web"},
+				"team-c/web": {"web.example.com owned by team-a/web"},
+				"team-d/web": {"web.example.com owned by team-a/web"},
+			},
+			contested: 1,
+			answers:   map[string][]string{"web.example.com.": {"10.0.0.1"}},
+		},
+		{
+			name: "a wildcard answers any depth of names that do not exist, never one that does (RFC 4592)",
+			claims: []claim{
+				{"team-c/wild", 1, []string{"*.example.com"}, "10.0.0.3"},
+				{"team-a/deep", 2, []string{"a.b.example.com"}, "10.0.0.1"},
+			},
+			answers: map[string][]string{"x.y.example.com.": {"10.0.0.3"}, "a.b.example.com.": {"10.0.0.1"}, "b.example.com.": nil},
+		},
+		{
+			name: "a host without a serving cluster is NODATA, never another owner's wildcard",
+			claims: []claim{
+				{"team-c/wild", 1, []string{"*.example.com"}, "10.0.0.3"},
+				{"team-a/web", 2, []string{"web.example.com"}, ""},
+				{"team-d/wild", 3, []string{"*.web.example.com"}, "10.0.0.4"},
+			},
+			answers: map[string][]string{"web.example.com.": nil, "x.example.com.": {"10.0.0.3"}, "x.web.example.com.": {"10.0.0.4"}},
 		},
 		{
 			name: "catch-all rules and invalid hosts claim nothing",
@@ -185,7 +221,7 @@ func TestOwners(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mcis := mcisOf(tt.claims)
-			o := Owners(mcis)
+			o := Owners(mcis, DomainRules{})
 			for _, c := range tt.claims {
 				ns, name, _ := strings.Cut(c.ref, "/")
 				got := conflictStrings(o.Conflicts(IngressRef{ns, name}))
@@ -202,12 +238,12 @@ func TestOwners(t *testing.T) {
 			for _, c := range tt.claims {
 				ns, name, _ := strings.Cut(c.ref, "/")
 				ref := IngressRef{ns, name}
-				if a, b := conflictStrings(o.Conflicts(ref)), conflictStrings(Owners(rev).Conflicts(ref)); !slices.Equal(a, b) {
+				if a, b := conflictStrings(o.Conflicts(ref)), conflictStrings(Owners(rev, DomainRules{}).Conflicts(ref)); !slices.Equal(a, b) {
 					t.Errorf("conflicts of %s depend on list order: %q vs %q", c.ref, a, b)
 				}
 			}
 
-			snap, _ := buildSnapshot(mcis, nil, 5*time.Second)
+			snap, _ := NewSnapshot(mcis, nil, 5*time.Second, DomainRules{})
 			for qname, want := range tt.answers {
 				resp := snap.Answer(query(qname, dns.TypeA))
 				var got []string
@@ -230,7 +266,7 @@ func TestOwnersNextOldestTakesOver(t *testing.T) {
 	b := claim{"team-b/web", 2, []string{"web.example.com"}, "10.0.0.2"}
 	c := claim{"team-c/web", 3, []string{"web.example.com"}, "10.0.0.3"}
 	served := func(claims ...claim) []string {
-		snap, _ := buildSnapshot(mcisOf(claims), nil, time.Second)
+		snap, _ := NewSnapshot(mcisOf(claims), nil, time.Second, DomainRules{})
 		return addrsOf(snap.Answer(query("web.example.com.", dns.TypeA)))
 	}
 	if got := served(a, b, c); !slices.Equal(got, []string{"10.0.0.1"}) {
@@ -239,7 +275,7 @@ func TestOwnersNextOldestTakesOver(t *testing.T) {
 	if got := served(b, c); !slices.Equal(got, []string{"10.0.0.2"}) {
 		t.Fatalf("a deleted: %v, want b's", got)
 	}
-	if got := conflictStrings(Owners(mcisOf([]claim{b, c})).Conflicts(IngressRef{"team-c", "web"})); !slices.Equal(got, []string{"web.example.com owned by team-b/web"}) {
+	if got := conflictStrings(Owners(mcisOf([]claim{b, c}), DomainRules{}).Conflicts(IngressRef{"team-c", "web"})); !slices.Equal(got, []string{"web.example.com owned by team-b/web"}) {
 		t.Fatalf("a deleted: c's conflicts %q", got)
 	}
 	a.age = 4 // re-created: the apiserver stamps it now
@@ -264,7 +300,7 @@ func TestOwnersOfClaimantsOnly(t *testing.T) {
 			c := claim{fmt.Sprintf("ns-%d/mci-%d", rng.Intn(3), i), rng.Intn(4), hs, ""}
 			mcis = append(mcis, c.mci())
 		}
-		all := Owners(mcis)
+		all := Owners(mcis, DomainRules{})
 		for _, m := range mcis {
 			keys, _ := HostKeys(&m.Spec.IngressSpec)
 			var claimants []*networkingv1alpha1.MultiClusterIngress
@@ -275,11 +311,11 @@ func TestOwnersOfClaimantsOnly(t *testing.T) {
 				}
 			}
 			ref := RefOf(m)
-			if a, b := conflictStrings(all.Conflicts(ref)), conflictStrings(Owners(claimants).Conflicts(ref)); !slices.Equal(a, b) {
+			if a, b := conflictStrings(all.Conflicts(ref)), conflictStrings(Owners(claimants, DomainRules{}).Conflicts(ref)); !slices.Equal(a, b) {
 				t.Fatalf("round %d: %s: from all %q, from its claimants %q", round, ref, a, b)
 			}
 			for _, k := range keys {
-				if all.Owns(ref, k) != Owners(claimants).Owns(ref, k) {
+				if all.Owns(ref, k) != Owners(claimants, DomainRules{}).Owns(ref, k) {
 					t.Fatalf("round %d: %s owns %s: decisions differ", round, ref, k)
 				}
 			}
@@ -288,12 +324,13 @@ func TestOwnersOfClaimantsOnly(t *testing.T) {
 }
 
 func TestHostKeys(t *testing.T) {
-	m := newMCI("x", []string{"Web.Example.com.", "", "web.example.com", "*.Apps.example.com", "bücher.example.com", "a.*.b", "bücher.example.com"})
+	m := newMCI("x", []string{"Web.Example.com.", "", "web.example.com", "web.example.com..", " web.example.com ", "*.Apps.example.com", "bücher.example.com",
+		"a.*.b", "xn--bcher-kva.example.com", "web_1.example.com", "web_1.example.com"})
 	keys, invalid := HostKeys(&m.Spec.IngressSpec)
-	if want := []string{"*.apps.example.com.", "web.example.com."}; !slices.Equal(keys, want) {
+	if want := []string{"*.apps.example.com", "web.example.com", "xn--bcher-kva.example.com"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	if want := []string{"a.*.b", "bücher.example.com"}; !slices.Equal(invalid, want) {
+	if want := []string{"a.*.b", "web_1.example.com"}; !slices.Equal(invalid, want) {
 		t.Errorf("invalid %q, want %q", invalid, want)
 	}
 }
@@ -318,5 +355,114 @@ func TestTableCountsHostConflicts(t *testing.T) {
 	s.ServeDNS(w, query("web.example.com.", dns.TypeA))
 	if got := addrsOf(w.msgs[0]); !slices.Equal(got, []string{"10.0.0.1"}) {
 		t.Errorf("web.example.com answers %v, want the owner's only", got)
+	}
+}
+
+// TestOwnersDomainRules: with --ingress-host-namespaces, a claimant whose
+// namespace may not claim a host never owns it and never keeps an allowed
+// one, older or newer, from owning it; the longest matching domain's rule
+// applies; a host no rule governs is anyone's, oldest first.
+func TestOwnersDomainRules(t *testing.T) {
+	rules, err := ParseDomainRules([]string{"example.com=team-a,team-b", "secure.example.com=team-s", "reserved.example.com="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []claim{
+		{"team-x/web", 1, []string{"web.example.com", "*.example.com", "x.example.org"}, "10.0.0.9"}, // oldest, not allowed under example.com
+		{"team-b/web", 2, []string{"WEB.example.com."}, "10.0.0.2"},
+		{"team-a/web", 3, []string{"web.example.com", "*.example.com", "a.secure.example.com"}, "10.0.0.1"},
+		{"team-s/sec", 4, []string{"a.secure.example.com", "*.secure.example.com", "shop.example.com"}, "10.0.0.5"},
+		{"team-a/res", 5, []string{"reserved.example.com", "x.reserved.example.com"}, "10.0.0.6"},
+		{"team-y/org", 6, []string{"x.example.org"}, "10.0.0.7"},
+	}
+	o := Owners(mcisOf(claims), rules)
+	notAllowed := func(ref string) []string {
+		ns, name, _ := strings.Cut(ref, "/")
+		var out []string
+		for _, na := range o.NotAllowed(IngressRef{ns, name}) {
+			out = append(out, na.Host+" within "+na.Domain)
+		}
+		return out
+	}
+	for ref, want := range map[string][]string{
+		"team-x/web": {"*.example.com within example.com", "web.example.com within example.com"},
+		"team-b/web": nil,
+		"team-a/web": {"a.secure.example.com within secure.example.com"},
+		"team-s/sec": {"shop.example.com within example.com"},
+		"team-a/res": {"reserved.example.com within reserved.example.com", "x.reserved.example.com within reserved.example.com"},
+		"team-y/org": nil,
+	} {
+		if got := notAllowed(ref); !slices.Equal(got, want) {
+			t.Errorf("not allowed for %s: %q, want %q", ref, got, want)
+		}
+	}
+	// team-x is oldest but may not claim web.example.com: team-b, the
+	// oldest allowed claimant, owns it and team-a conflicts with team-b
+	// only; a host no rule governs goes by age as before.
+	for ref, want := range map[string][]string{
+		"team-x/web": nil,
+		"team-b/web": nil,
+		"team-a/web": {"web.example.com owned by team-b/web"},
+		"team-y/org": {"x.example.org owned by team-x/web"},
+	} {
+		ns, name, _ := strings.Cut(ref, "/")
+		if got := conflictStrings(o.Conflicts(IngressRef{ns, name})); !slices.Equal(got, want) {
+			t.Errorf("conflicts of %s: %q, want %q", ref, got, want)
+		}
+	}
+	snap, ignored := NewSnapshot(mcisOf(claims), []string{"example.com.", "example.org."}, time.Second, rules)
+	for qname, want := range map[string][]string{
+		"web.example.com.":        {"10.0.0.2"},
+		"anything.example.com.":   {"10.0.0.1"}, // team-a's wildcard, not team-x's older one
+		"a.secure.example.com.":   {"10.0.0.5"},
+		"b.secure.example.com.":   {"10.0.0.5"},
+		"shop.example.com.":       {"10.0.0.1"}, // team-s may not claim it: no such host, the wildcard answers
+		"reserved.example.com.":   {"10.0.0.1"}, // claimed by nobody allowed
+		"x.example.org.":          {"10.0.0.9"},
+		"x.reserved.example.com.": {"10.0.0.1"},
+	} {
+		if got := addrsOf(snap.Answer(query(qname, dns.TypeA))); !slices.Equal(got, want) {
+			t.Errorf("%s answers %v, want %v", qname, got, want)
+		}
+	}
+	if !slices.ContainsFunc(ignored, func(ig IgnoredHost) bool {
+		return ig.Host == "web.example.com" && strings.Contains(ig.Reason, "team-x/web") && strings.Contains(ig.Reason, "within example.com")
+	}) {
+		t.Errorf("team-x's web.example.com is not logged as not allowed: %v", ignored)
+	}
+	// Without rules, the oldest claimant owns, whatever its namespace.
+	if got := conflictStrings(Owners(mcisOf(claims), DomainRules{}).Conflicts(IngressRef{"team-b", "web"})); !slices.Equal(got, []string{"web.example.com owned by team-x/web"}) {
+		t.Errorf("without rules: team-b's conflicts %q", got)
+	}
+}
+
+func TestParseDomainRules(t *testing.T) {
+	r, err := ParseDomainRules([]string{"Example.COM.=team-b, team-a,team-a", "a.example.com=team-c", "x.org="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.String(), "a.example.com=team-c example.com=team-a,team-b x.org="; got != want {
+		t.Errorf("rules %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		ns, host, domain string
+		ok               bool
+	}{
+		{"team-a", "example.com", "example.com", true},
+		{"team-b", "*.example.com", "example.com", true},
+		{"team-c", "b.example.com", "example.com", false},
+		{"team-c", "x.a.example.com", "a.example.com", true},
+		{"team-a", "a.example.com", "a.example.com", false},
+		{"team-a", "badexample.com", "", true},
+		{"team-a", "x.org", "x.org", false},
+	} {
+		if ok, domain := r.Allows(tc.ns, tc.host); ok != tc.ok || domain != tc.domain {
+			t.Errorf("Allows(%s, %s) = %v, %q; want %v, %q", tc.ns, tc.host, ok, domain, tc.ok, tc.domain)
+		}
+	}
+	for _, bad := range [][]string{{"example.com"}, {"*.example.com=a"}, {"exa mple.com=a"}, {"example.com=Team_A"}, {"example.com=a", "EXAMPLE.com.=b"}} {
+		if _, err := ParseDomainRules(bad); err == nil {
+			t.Errorf("ParseDomainRules(%q): want an error", bad)
+		}
 	}
 }

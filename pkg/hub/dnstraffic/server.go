@@ -5,9 +5,12 @@
 // pointing a delegation at this server moves clients off a failed or blocked
 // cluster within one short TTL, with no external DNS provider.
 //
-// Each host has one owner, the oldest MCI that names it (Owners); only the
-// owner's addresses are served for it, so a tenant cannot add addresses to
-// another tenant's host. ANY queries get one RRset (RFC 8482).
+// Each host has one owner, the oldest MCI that names it among those whose
+// namespace may (Owners, DomainRules), decided on the host's canonical form
+// (pkg/hostnames); only the owner's addresses are served for it, so a
+// tenant cannot add addresses to another tenant's host. Wildcards answer
+// as RFC 4592 says, as in any provider's zone. ANY queries get one RRset
+// (RFC 8482).
 //
 // It only reads the API (an MCI informer), so it runs on every hub replica,
 // not only the leader, and all replicas answer the same; a resolver can list
@@ -19,6 +22,7 @@
 //	--dns-traffic-zones         []    zones answered for (comma-separated); empty: every MCI host is its own zone apex
 //	--dns-traffic-ttl           5s    TTL of answers and of negative answers (SOA minimum)
 //	--dns-traffic-max-in-flight 1024  queries handled concurrently; excess UDP queries are dropped and counted
+//	--ingress-host-namespaces   []    DOMAIN=NS[,NS...]: only these namespaces may claim hosts within DOMAIN (DomainRules)
 package dnstraffic
 
 import (
@@ -37,6 +41,8 @@ import (
 	"golang.org/x/net/netutil"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
 
 // Options configure the server. Zero values take the defaults.
@@ -68,6 +74,10 @@ type Options struct {
 	// TCPIdleTimeout is how long an idle TCP connection is kept between
 	// queries (default 8s, RFC 7766's "a few seconds").
 	TCPIdleTimeout time.Duration
+	// HostNamespaces say which namespaces may claim which domains
+	// (--ingress-host-namespaces); the zero value lets any namespace claim
+	// any host.
+	HostNamespaces DomainRules
 	// Metrics, if nil, are created on a registry nobody serves.
 	Metrics *Metrics
 }
@@ -105,11 +115,11 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 			zones = append(zones, z)
 			continue
 		}
-		n, ok := normalizeName(z)
-		if !ok || n[0] == '*' {
+		n, err := hostnames.Canonical(z)
+		if err != nil || hostnames.IsWildcard(n) {
 			return nil, fmt.Errorf("dns traffic manager: zone %q is not a DNS name", z)
 		}
-		zones = append(zones, n)
+		zones = append(zones, fqdn(n))
 	}
 	if opts.TTL < 0 || opts.TTL > 24*time.Hour {
 		return nil, fmt.Errorf("dns traffic manager: TTL %v out of range", opts.TTL)
@@ -134,7 +144,7 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	t, err := NewTable(mcis, zones, opts.TTL, opts.Metrics)
+	t, err := NewTable(mcis, zones, opts.TTL, opts.HostNamespaces, opts.Metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	networkingv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/networking/v1alpha1"
 	networkinglisters "github.com/flotilla-io/flotilla/pkg/generated/listers/networking/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
 
 // Snapshot is an immutable view of every MCI host and its addresses. It is
@@ -107,37 +108,9 @@ func (s *Snapshot) Hosts() int {
 	return s.hosts
 }
 
-// normalizeName returns name lowercased and fully qualified, or false when
-// it is not a plain hostname (letters, digits, '-', '_', '.', and '*' only
-// as a whole leading label).
-func normalizeName(name string) (string, bool) {
-	name = strings.TrimSuffix(asciiLower(name), ".")
-	if name == "" || len(name) > 253 {
-		return "", false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
-		case c == '.':
-			if i == 0 || name[i-1] == '.' {
-				return "", false
-			}
-		case c == '*':
-			if i != 0 || len(name) < 3 || name[1] != '.' {
-				return "", false
-			}
-		default:
-			return "", false
-		}
-	}
-	for _, l := range strings.Split(name, ".") {
-		if len(l) > 63 {
-			return "", false
-		}
-	}
-	return name + ".", true
-}
+// fqdn is a canonical host (HostKeys) as the name queries ask for: with
+// the root's dot.
+func fqdn(host string) string { return host + "." }
 
 // asciiLower lowercases ASCII letters only: names come in presentation
 // format, where other bytes are escaped, and must not be rewritten.
@@ -168,6 +141,25 @@ func parent(name string) string {
 	return name[off:]
 }
 
+// outermostZoneOf returns the shortest zone containing name (FQDN,
+// lowercase), or "".
+func outermostZoneOf(zones map[string]struct{}, name string) string {
+	if _, ok := zones["."]; ok {
+		return "."
+	}
+	outer := ""
+	for off := 0; off < len(name); {
+		if _, ok := zones[name[off:]]; ok {
+			outer = name[off:]
+		}
+		var end bool
+		if off, end = dns.NextLabel(name, off); end {
+			break
+		}
+	}
+	return outer
+}
+
 // zoneOf returns the longest zone containing name (FQDN, lowercase), or "".
 func zoneOf(zones map[string]struct{}, name string) string {
 	off := 0
@@ -187,13 +179,16 @@ func zoneOf(zones map[string]struct{}, name string) string {
 	return ""
 }
 
-// buildSnapshot turns MCIs into a snapshot. zones are normalized apexes
-// (nil: every host is its own apex). It returns the hosts it left out.
-// Each host gets the answers of its owner only (HostAnswers), so no MCI
-// can add its addresses to a host another one claimed first.
-func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration) (*Snapshot, []IgnoredHost) {
-	answers, ignored := HostAnswers(mcis)
-	owners := Owners(mcis)
+// NewSnapshot is the table the server answers from for mcis (the Table
+// builds one on every change; a test can compare it with another output).
+// zones are apexes as FQDNs (nil: every host is its own apex). It returns
+// the hosts it left out.
+// Each host gets the answers of its owner only (HostAnswers under rules),
+// so no MCI can add its addresses to a host another one claimed first, or
+// that its namespace may not claim.
+func NewSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []string, ttl time.Duration, rules DomainRules) (*Snapshot, []IgnoredHost) {
+	answers, ignored := HostAnswers(mcis, rules)
+	owners := Owners(mcis, rules)
 	exact := map[string]*entry{}
 	wild := map[string]*entry{}
 	// Hosts of one owner share the targets' slice, so they share entries.
@@ -211,10 +206,10 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			}
 		}
 		h, set := a.Host, exact
-		if strings.HasPrefix(h, "*.") {
-			h, set = h[2:], wild
+		if hostnames.IsWildcard(h) {
+			h, set = h[len(hostnames.Wildcard)+1:], wild
 		}
-		set[h] = e
+		set[fqdn(h)] = e
 	}
 
 	s := &Snapshot{synced: true, ttl: uint32(ttl / time.Second), zones: map[string]struct{}{},
@@ -234,11 +229,19 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 	for z := range s.zones {
 		s.names[z] = &entry{}
 	}
-	// ensure marks name and its ancestors up to apex as existing.
-	ensure := func(name, apex string) {
-		for n := name; n != "" && len(n) >= len(apex); n = parent(n) {
+	// ensure marks name and its ancestors as existing, up to the outermost
+	// zone holding name: a host's ancestors exist in every zone above it
+	// too (as a delegation's would), so a wildcard there never answers
+	// them (RFC 4592). An existing name that is no apex had its ancestors
+	// marked when it was.
+	ensure := func(name string) {
+		top := outermostZoneOf(s.zones, name)
+		for n := name; n != "" && len(n) >= len(top); n = parent(n) {
 			if _, ok := s.names[n]; ok {
-				return
+				if _, apex := s.zones[n]; !apex {
+					return
+				}
+				continue
 			}
 			s.names[n] = &entry{}
 		}
@@ -252,7 +255,7 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			outside(h)
 			continue
 		}
-		ensure(parent(h), apex)
+		ensure(parent(h))
 		if h == apex {
 			e = withoutCNAMEs(e)
 		}
@@ -266,7 +269,7 @@ func buildSnapshot(mcis []*networkingv1alpha1.MultiClusterIngress, zones []strin
 			outside("*." + p)
 			continue
 		}
-		ensure(p, apex)
+		ensure(p)
 		s.wild[p] = e
 		s.hosts++
 		s.countEmpty(e)
@@ -393,6 +396,7 @@ type Table struct {
 	reg      cache.ResourceEventHandlerRegistration
 	zones    []string
 	ttl      time.Duration
+	rules    DomainRules
 	metrics  *Metrics
 
 	snap  atomic.Pointer[Snapshot]
@@ -403,10 +407,10 @@ type Table struct {
 }
 
 // NewTable registers on the MCI informer; Run keeps the snapshot current.
-// zones and ttl are as in Options (zones already normalized).
-func NewTable(mcis cache.SharedIndexInformer, zones []string, ttl time.Duration, m *Metrics) (*Table, error) {
+// zones, ttl and rules are as in Options (zones as FQDNs).
+func NewTable(mcis cache.SharedIndexInformer, zones []string, ttl time.Duration, rules DomainRules, m *Metrics) (*Table, error) {
 	t := &Table{informer: mcis, lister: networkinglisters.NewMultiClusterIngressLister(mcis.GetIndexer()),
-		zones: zones, ttl: ttl, metrics: m, dirty: make(chan struct{}, 1), ignored: map[IgnoredHost]bool{}}
+		zones: zones, ttl: ttl, rules: rules, metrics: m, dirty: make(chan struct{}, 1), ignored: map[IgnoredHost]bool{}}
 	t.snap.Store(&Snapshot{})
 	reg, err := mcis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { t.markDirty() },
@@ -465,7 +469,7 @@ func (t *Table) rebuild(log logr.Logger) {
 		log.Error(err, "Listing MultiClusterIngresses")
 		return
 	}
-	s, ignored := buildSnapshot(mcis, t.zones, t.ttl)
+	s, ignored := NewSnapshot(mcis, t.zones, t.ttl, t.rules)
 	t.snap.Store(s)
 	t.metrics.Hosts.Set(float64(s.hosts))
 	t.metrics.HostConflicts.Set(float64(s.contested))

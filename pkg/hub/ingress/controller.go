@@ -65,8 +65,11 @@ const (
 	// EventHostConflict (Warning): the ingress started losing a host to an
 	// older ingress (or a different set of hosts).
 	EventHostConflict = networkingv1alpha1.ReasonHostConflict
-	// EventInvalidHost (Warning): a host is not a DNS name.
+	// EventInvalidHost (Warning): a host is not a host name.
 	EventInvalidHost = ReasonInvalidHost
+	// EventHostNotAllowed (Warning): the ingress's namespace may not claim
+	// a host it names (--ingress-host-namespaces).
+	EventHostNotAllowed = networkingv1alpha1.ReasonHostNotAllowed
 	// EventHostsAdmitted (Normal): every host is the ingress's again.
 	EventHostsAdmitted = networkingv1alpha1.ReasonHostsAdmitted
 )
@@ -94,6 +97,9 @@ type Options struct {
 	Clock    clock.Clock
 	Metrics  *hubmetrics.Metrics
 	Recorder record.EventRecorder
+	// HostNamespaces say which namespaces may claim which domains
+	// (--ingress-host-namespaces), as for the DNS outputs.
+	HostNamespaces dnstraffic.DomainRules
 }
 
 // Controller keeps MultiClusterIngress status.
@@ -380,7 +386,8 @@ func (c *Controller) inputs(mci *networkingv1alpha1.MultiClusterIngress) (Inputs
 	if err != nil {
 		return in, err
 	}
-	in.HostConflicts = dnstraffic.Owners(claimants).Conflicts(dnstraffic.RefOf(mci))
+	owners := dnstraffic.Owners(claimants, c.opts.HostNamespaces)
+	in.HostConflicts, in.HostsNotAllowed = owners.Conflicts(dnstraffic.RefOf(mci)), owners.NotAllowed(dnstraffic.RefOf(mci))
 	_, in.InvalidHosts = dnstraffic.HostKeys(&mci.Spec.IngressSpec)
 	backends := BackendServices(&mci.Spec.IngressSpec)
 	bindings, err := c.bindings.ResourceBindings(mci.Namespace).List(labels.Everything())
@@ -440,6 +447,8 @@ func (c *Controller) report(ctx context.Context, mci *networkingv1alpha1.MultiCl
 		switch {
 		case cond.Status == metav1.ConditionTrue && prev != nil && prev.Status == metav1.ConditionFalse:
 			c.opts.Recorder.Event(mci, corev1.EventTypeNormal, EventHostsAdmitted, cond.Message)
+		case cond.Reason == networkingv1alpha1.ReasonHostNotAllowed:
+			c.opts.Recorder.Event(mci, corev1.EventTypeWarning, EventHostNotAllowed, cond.Message)
 		case cond.Reason == networkingv1alpha1.ReasonHostConflict:
 			c.opts.Recorder.Event(mci, corev1.EventTypeWarning, EventHostConflict, cond.Message)
 		case cond.Reason == ReasonInvalidHost:

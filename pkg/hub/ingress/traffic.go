@@ -85,11 +85,13 @@ type Inputs struct {
 	// Generation is the ingress's metadata.generation, for the
 	// conditions' observedGeneration.
 	Generation int64
-	// HostConflicts are the ingress's hosts that an older ingress owns
-	// (dnstraffic.Owners); InvalidHosts are the ones that are not DNS
-	// names. The DNS traffic manager serves neither for this ingress.
-	HostConflicts []dnstraffic.HostConflict
-	InvalidHosts  []string
+	// HostConflicts are the ingress's hosts that an older ingress owns and
+	// HostsNotAllowed the ones its namespace may not claim
+	// (dnstraffic.Owners); InvalidHosts are the ones that are not host
+	// names. The DNS traffic manager serves none of them for this ingress.
+	HostConflicts   []dnstraffic.HostConflict
+	HostsNotAllowed []dnstraffic.HostNotAllowed
+	InvalidHosts    []string
 }
 
 // Decision is an ingress's traffic: its new status and which clusters serve.
@@ -245,7 +247,7 @@ func Decide(spec *networkingv1alpha1.MultiClusterIngressSpec, in Inputs) Decisio
 	if in.Previous != nil {
 		d.Status.Conditions = slices.Clone(in.Previous.Conditions) // never write into the cache's copy
 	}
-	cond := HostsAdmitted(in.HostConflicts, in.InvalidHosts)
+	cond := HostsAdmitted(in.HostsNotAllowed, in.HostConflicts, in.InvalidHosts)
 	cond.ObservedGeneration, cond.LastTransitionTime = in.Generation, in.Now
 	meta.SetStatusCondition(&d.Status.Conditions, cond)
 	return d
@@ -411,8 +413,9 @@ func failoverGroups(st *networkingv1alpha1.TrafficStrategy) []failoverGroup {
 	return out
 }
 
-// ReasonInvalidHost: a host of the ingress is not a DNS name (e.g. Unicode
-// rather than punycode), so the DNS traffic manager never serves it.
+// ReasonInvalidHost: a host of the ingress is not a host name in any
+// spelling (hostnames.Canonical), so the DNS traffic manager never serves
+// it.
 const ReasonInvalidHost = "InvalidHost"
 
 // maxListed bounds the hosts a condition message names, maxInvalidLen
@@ -423,45 +426,62 @@ const (
 )
 
 // HostsAdmitted is the ingress's HostsAdmitted condition (without times):
-// False with reason HostConflict naming each lost host and its owner when
-// an older ingress owns one of its hosts, False with reason InvalidHost
-// when a host is not a DNS name, else True.
-func HostsAdmitted(conflicts []dnstraffic.HostConflict, invalid []string) metav1.Condition {
+// False with reason HostNotAllowed naming each host its namespace may not
+// claim and the rule's domain, else False with reason HostConflict naming
+// each lost host and its owner when an older ingress owns one of its hosts,
+// else False with reason InvalidHost when a host is not a host name, else
+// True. The message names every kind of lost host, the first reason being
+// the one an admin's rule makes permanent.
+func HostsAdmitted(notAllowed []dnstraffic.HostNotAllowed, conflicts []dnstraffic.HostConflict, invalid []string) metav1.Condition {
 	c := metav1.Condition{Type: networkingv1alpha1.ConditionHostsAdmitted}
-	var parts []string
-	for i, hc := range conflicts {
-		if i == maxListed {
-			parts = append(parts, fmt.Sprintf("and %d more", len(conflicts)-maxListed))
-			break
+	var msgs []string
+	if len(notAllowed) > 0 {
+		var parts []string
+		for i, na := range notAllowed {
+			if i == maxListed {
+				parts = append(parts, fmt.Sprintf("and %d more", len(notAllowed)-maxListed))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s (within %s)", na.Host, na.Domain))
 		}
-		parts = append(parts, fmt.Sprintf("%s (owner %s)", hc.Host, hc.Owner))
+		msgs = append(msgs, "hosts this namespace may not claim (the hub's --ingress-host-namespaces), never served for this ingress: "+strings.Join(parts, ", "))
 	}
-	invalidMsg := ""
+	if len(conflicts) > 0 {
+		var parts []string
+		for i, hc := range conflicts {
+			if i == maxListed {
+				parts = append(parts, fmt.Sprintf("and %d more", len(conflicts)-maxListed))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s (owner %s)", hc.Host, hc.Owner))
+		}
+		msgs = append(msgs, "hosts owned by an older MultiClusterIngress, for which the DNS traffic manager serves the owner's addresses, not this ingress's: "+
+			strings.Join(parts, ", "))
+	}
 	if len(invalid) > 0 {
 		quoted := make([]string, 0, min(len(invalid), maxListed))
 		for _, h := range invalid[:min(len(invalid), maxListed)] {
 			h = statuslimits.Truncate(h, maxInvalidLen) // a host can be any string: keep the message under the API's limit
 			quoted = append(quoted, strconv.Quote(h))
 		}
-		invalidMsg = fmt.Sprintf("%s not a DNS name (use lowercase punycode), never served", strings.Join(quoted, ", "))
+		msg := fmt.Sprintf("%s not a host name (use lowercase letters, digits, '-' and punycode, no trailing dot), never served", strings.Join(quoted, ", "))
 		if len(invalid) > maxListed {
-			invalidMsg += fmt.Sprintf(" (and %d more)", len(invalid)-maxListed)
+			msg += fmt.Sprintf(" (and %d more)", len(invalid)-maxListed)
 		}
+		msgs = append(msgs, msg)
 	}
 	switch {
+	case len(notAllowed) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, networkingv1alpha1.ReasonHostNotAllowed
 	case len(conflicts) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, networkingv1alpha1.ReasonHostConflict
-		c.Message = "hosts owned by an older MultiClusterIngress, for which the DNS traffic manager serves the owner's addresses, not this ingress's: " +
-			strings.Join(parts, ", ")
-		if invalidMsg != "" {
-			c.Message += "; " + invalidMsg
-		}
-	case invalidMsg != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalidHost, invalidMsg
+	case len(invalid) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidHost
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, networkingv1alpha1.ReasonHostsAdmitted
-		c.Message = "this ingress owns every host it names: no older MultiClusterIngress claims one"
+		msgs = []string{"this ingress owns every host it names: no older MultiClusterIngress claims one"}
 	}
+	c.Message = strings.Join(msgs, "; ")
 	return c
 }
 

@@ -197,13 +197,28 @@ func TestDecideHostsAdmitted(t *testing.T) {
 	}
 
 	// Invalid hosts: False, InvalidHost; a conflict still wins the reason.
-	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"bücher.example.com"}})
-	if c := hosts(d); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidHost || !strings.Contains(c.Message, `"bücher.example.com"`) {
+	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"web_1.example.com"}})
+	if c := hosts(d); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidHost || !strings.Contains(c.Message, `"web_1.example.com"`) {
 		t.Fatalf("invalid: %+v", c)
 	}
-	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"bücher.example.com"}, HostConflicts: conflict[:1]})
-	if c := hosts(d); c.Reason != networkingv1alpha1.ReasonHostConflict || !strings.Contains(c.Message, "bücher") || !strings.Contains(c.Message, "team-a/web") {
+	d = Decide(spec("web"), Inputs{Now: now, InvalidHosts: []string{"web_1.example.com"}, HostConflicts: conflict[:1]})
+	if c := hosts(d); c.Reason != networkingv1alpha1.ReasonHostConflict || !strings.Contains(c.Message, "web_1") || !strings.Contains(c.Message, "team-a/web") {
 		t.Fatalf("conflict and invalid: %+v", c)
+	}
+
+	// A host the namespace may not claim: False, HostNotAllowed, naming the
+	// host and the rule's domain; it wins the reason over a conflict, and
+	// the message still names every lost host.
+	notAllowed := []dnstraffic.HostNotAllowed{{Host: "pay.example.com", Domain: "example.com"}}
+	d = Decide(spec("web"), Inputs{Now: now, HostsNotAllowed: notAllowed, HostConflicts: conflict[:1], InvalidHosts: []string{"web_1.example.com"}})
+	c = hosts(d)
+	if c.Status != metav1.ConditionFalse || c.Reason != networkingv1alpha1.ReasonHostNotAllowed {
+		t.Fatalf("not allowed: %+v", c)
+	}
+	for _, want := range []string{"pay.example.com (within example.com)", "--ingress-host-namespaces", "web.example.com (owner team-a/web)", `"web_1.example.com"`} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q does not name %q", c.Message, want)
+		}
 	}
 }
 
@@ -212,7 +227,7 @@ func TestHostsAdmittedMessageIsBounded(t *testing.T) {
 	for i := range 1000 {
 		many = append(many, dnstraffic.HostConflict{Host: fmt.Sprintf("h%04d.example.com", i), Owner: dnstraffic.IngressRef{Namespace: "team-a", Name: "web"}})
 	}
-	c := HostsAdmitted(many, nil)
+	c := HostsAdmitted(nil, many, nil)
 	if !strings.Contains(c.Message, "h0000.example.com (owner team-a/web)") || !strings.Contains(c.Message, "and 990 more") || strings.Contains(c.Message, "h0010") {
 		t.Fatalf("message %q", c.Message)
 	}
@@ -224,7 +239,7 @@ func TestHostsAdmittedMessageIsBounded(t *testing.T) {
 	for i := range 20 {
 		huge = append(huge, fmt.Sprintf("%d%s", i, strings.Repeat("é", 100000)))
 	}
-	c = HostsAdmitted(many, huge)
+	c = HostsAdmitted(nil, many, huge)
 	if len(c.Message) > 4096 || !strings.Contains(c.Message, "(and 10 more)") {
 		t.Fatalf("message of %d bytes: %.300q", len(c.Message), c.Message)
 	}

@@ -272,8 +272,10 @@ type MultiClusterIngressStatus struct {
 	Clusters []ClusterTraffic `json:"clusters,omitempty"`
 
 	// Conditions are HostsAdmitted: True when the DNS traffic manager
-	// answers for every host of the ingress, False (reason HostConflict)
-	// naming the older MultiClusterIngress that owns a host it also claims.
+	// answers for every host of the ingress; False with reason
+	// HostNotAllowed naming a host the ingress's namespace may not claim
+	// (the hub's --ingress-host-namespaces), HostConflict naming the older
+	// MultiClusterIngress that owns a host it also claims, or InvalidHost.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -290,6 +292,10 @@ const (
 	// ReasonHostConflict: an older MultiClusterIngress owns a host (or a
 	// wildcard of) this one claims; the message names it.
 	ReasonHostConflict = "HostConflict"
+	// ReasonHostNotAllowed: the ingress's namespace may not claim a host it
+	// names (the hub's --ingress-host-namespaces); the message names the
+	// host and the domain of the rule.
+	ReasonHostNotAllowed = "HostNotAllowed"
 )
 
 // ClusterTraffic is one backend cluster's part in an ingress's traffic.
