@@ -11,7 +11,7 @@ import (
 func TestHostsAdmittedCutsInvalidHostsOnACharacter(t *testing.T) {
 	for pad := range 3 {
 		host := strings.Repeat("x", pad) + strings.Repeat("é", 100)
-		c := HostsAdmitted(nil, []string{host})
+		c := HostsAdmitted(nil, nil, []string{host})
 		if !utf8.ValidString(c.Message) || strings.Contains(c.Message, `\x`) {
 			t.Fatalf("pad %d: message %q quotes half a character", pad, c.Message)
 		}
