@@ -17,6 +17,7 @@ limitations under the License.
 package quantities
 
 import (
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,23 @@ func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Parse("250m"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckPodSpec: the pod spec of a two-container Deployment with
+// an emptyDir size limit, as GetReplicas checks it before converting it.
+func BenchmarkCheckPodSpec(b *testing.B) {
+	var spec map[string]any
+	if err := json.Unmarshal([]byte(`{"containers":[{"name":"a","image":"i","resources":{"requests":{"cpu":"250m","memory":"64Mi"}}},`+
+		`{"name":"sidecar","image":"s","resources":{"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"64Mi"}}}],`+
+		`"volumes":[{"name":"tmp","emptyDir":{"sizeLimit":"1Gi"}}]}`), &spec); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := PodSpec.Check(spec, "spec.template.spec"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -171,13 +171,55 @@ func (f *Fields) Check(obj map[string]any, path string) error {
 	if f.root == nil || obj == nil {
 		return nil
 	}
-	return check(obj, f.root, path)
+	w := walker{root: path, path: make([]pathElem, 0, 16)}
+	return w.check(obj, f.root)
 }
 
-func check(v any, n *node, path string) error {
+// walker walks an object over Fields. path is the way to the value being
+// checked, kept as a stack and made into a string only for an error, so
+// that a walk over valid quantities allocates once.
+type walker struct {
+	root string
+	path []pathElem
+}
+
+// pathElem is a field or map key (name), or a list index (name "").
+type pathElem struct {
+	name  string
+	index int
+}
+
+func (w *walker) pathString() string {
+	var b strings.Builder
+	b.WriteString(w.root)
+	for _, e := range w.path {
+		switch {
+		case e.name == "":
+			b.WriteString("[" + strconv.Itoa(e.index) + "]")
+		case b.Len() == 0:
+			b.WriteString(e.name)
+		default:
+			b.WriteString("." + e.name)
+		}
+	}
+	return b.String()
+}
+
+// at checks v at n one step further down the path.
+func (w *walker) at(e pathElem, v any, n *node) error {
+	w.path = append(w.path, e)
+	err := w.check(v, n)
+	w.path = w.path[:len(w.path)-1]
+	return err
+}
+
+func (w *walker) check(v any, n *node) error {
 	switch {
 	case n.quantity:
-		return checkValue(v, path)
+		if err := checkValue(v); err != nil {
+			err.Path = w.pathString()
+			return err
+		}
 	case n.elem != nil && n.isMap:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -191,7 +233,7 @@ func check(v any, n *node, path string) error {
 			if first != nil && k >= firstKey {
 				continue
 			}
-			if err := check(e, n.elem, join(path, pathKey(k))); err != nil {
+			if err := w.at(pathElem{name: pathKey(k)}, e, n.elem); err != nil {
 				first, firstKey = err, k
 			}
 		}
@@ -202,7 +244,7 @@ func check(v any, n *node, path string) error {
 			return nil
 		}
 		for i, e := range l {
-			if err := check(e, n.elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := w.at(pathElem{index: i}, e, n.elem); err != nil {
 				return err
 			}
 		}
@@ -213,7 +255,7 @@ func check(v any, n *node, path string) error {
 		}
 		for _, c := range n.fields {
 			if cv, found := m[c.name]; found {
-				if err := check(cv, c.node, join(path, c.name)); err != nil {
+				if err := w.at(pathElem{name: c.name}, cv, c.node); err != nil {
 					return err
 				}
 			}
@@ -246,8 +288,9 @@ func pathKey(k string) string {
 	return k[:cut] + "…"
 }
 
-// checkValue bounds one value at a quantity's place.
-func checkValue(v any, path string) error {
+// checkValue bounds one value at a quantity's place; the error has no
+// Path.
+func checkValue(v any) *Error {
 	var s string
 	switch t := v.(type) {
 	case string:
@@ -266,9 +309,7 @@ func checkValue(v any, path string) error {
 		return nil
 	}
 	if _, err := Parse(s); err != nil {
-		e := err.(*Error)
-		e.Path = path
-		return e
+		return err.(*Error)
 	}
 	return nil
 }

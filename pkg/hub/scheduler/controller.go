@@ -88,10 +88,11 @@ type Controller struct {
 	bindings *workobjects.Bindings
 	clusters clusterlisters.ClusterLister
 	// summaries remembers whose resource summary is out of range, once
-	// per Cluster update.
-	summaries core.SummaryVerdicts
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
+	// per Cluster update; summaryProblem is its Check, made once.
+	summaries      core.SummaryVerdicts
+	summaryProblem func(*clusterv1alpha1.Cluster) error
+	synced         []cache.InformerSynced
+	queue          workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the scheduler to factory's informers.
@@ -111,6 +112,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
 	}
+	c.summaryProblem = c.summaries.Check
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range bindingInformers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
@@ -318,7 +320,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		// preference): the new division is what was asked for.
 		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
 		RestoreRemoved: scheduleType == TypePlacementChanged,
-		Summaries:      &c.summaries}
+		SummaryProblem: c.summaryProblem}
 	result, decideErr := core.Schedule(in)
 	decided := time.Now()
 	defer func() {

@@ -81,11 +81,12 @@ func benchSpecs() []workv1alpha1.ResourceBindingSpec {
 func BenchmarkSchedule(b *testing.B) {
 	fleet, specs := benchFleet(), benchSpecs()
 	var summaries SummaryVerdicts
+	check := summaries.Check
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		spec := specs[i%len(specs)]
-		if _, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, Summaries: &summaries}); err != nil {
+		if _, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, SummaryProblem: check}); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -97,11 +98,12 @@ func BenchmarkSchedule(b *testing.B) {
 func BenchmarkScheduleRecordDecision(b *testing.B) {
 	fleet, specs := benchFleet(), benchSpecs()
 	var summaries SummaryVerdicts
+	check := summaries.Check
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		spec := specs[i%len(specs)]
-		res, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, RecordDecision: true, Summaries: &summaries})
+		res, err := Schedule(Input{Key: fmt.Sprintf("bench/app-%d", i), Spec: &spec, Clusters: fleet, Now: now, RecordDecision: true, SummaryProblem: check})
 		if err != nil || res.Decision == nil {
 			b.Fatal(err)
 		}

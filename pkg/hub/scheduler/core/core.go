@@ -76,10 +76,12 @@ type Input struct {
 	// cluster's filter and score result. It costs a few allocations per
 	// listed cluster, so the controller asks only when it writes status.
 	RecordDecision bool
-	// Summaries remembers which clusters' resource summaries are out of
-	// range (quantities.CheckSummary); such a cluster has no room for
-	// replicas divided by room. nil checks on every use.
-	Summaries *SummaryVerdicts
+	// SummaryProblem says why a cluster's resource summary is not used
+	// (quantities.CheckSummary: a value out of range); such a cluster has
+	// no room for replicas divided by room. The controller passes
+	// (*SummaryVerdicts).Check, which remembers the verdict per Cluster
+	// object; nil checks on every use.
+	SummaryProblem func(*clusterv1alpha1.Cluster) error
 }
 
 // Result is a scheduling decision.

@@ -67,10 +67,12 @@ func (v *SummaryVerdicts) Forget(name string) {
 }
 
 // summaryProblem is why c's resource summary is refused (nil when it is
-// not): in.Summaries' verdict, or CheckSummary's when in has none.
+// not): in.SummaryProblem's verdict, or CheckSummary's. (A func, not a
+// *SummaryVerdicts in the Input: its mutex would make the Input, and
+// what the schedule builds from it, escape to the heap.)
 func summaryProblem(in Input, c *clusterv1alpha1.Cluster) error {
-	if in.Summaries != nil {
-		return in.Summaries.Check(c)
+	if in.SummaryProblem != nil {
+		return in.SummaryProblem(c)
 	}
 	return quantities.CheckSummary(c.Status.ResourceSummary)
 }
