@@ -120,6 +120,9 @@ type Options struct {
 	// claim MultiClusterIngress hosts within which domains
 	// (dnstraffic.ParseDomainRules); none: any namespace, oldest first.
 	IngressHostNamespaces []string
+	// IngressHostSubtreeOwnership: the owner of an exact host also owns
+	// the names beneath it against other namespaces (DomainRules.Subtrees).
+	IngressHostSubtreeOwnership bool
 }
 
 // NewOptions returns the defaults.
@@ -219,6 +222,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	// Host names.
 	fs.StringArrayVar(&o.IngressHostNamespaces, "ingress-host-namespaces", o.IngressHostNamespaces,
 		"DOMAIN=NAMESPACE[,NAMESPACE...] (repeatable): only these namespaces may claim MultiClusterIngress hosts within DOMAIN (DOMAIN itself, the names under it, its wildcards); the rule of the longest matching DOMAIN applies, and an empty list reserves DOMAIN for no namespace. A claim its namespace may not make is never served and never keeps an allowed claimant from owning the host (HostsAdmitted=False, reason HostNotAllowed). Hosts no rule covers: any namespace, the oldest claimant owning the host.")
+	fs.BoolVar(&o.IngressHostSubtreeOwnership, "ingress-host-subtree-ownership", o.IngressHostSubtreeOwnership,
+		"The owner of an exact MultiClusterIngress host also owns every name beneath it (wildcards included) against claimants in other namespaces: such a claim loses with HostConflict naming that owner; nesting within one namespace is fine. Set it when ExternalDNS programs the CoreDNS (etcd) provider, or any provider that answers a name with the records of the names beneath it.")
 }
 
 // Validate reports every invalid flag at once.
@@ -343,6 +348,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("--ingress-host-namespaces: %w", err)
 	}
+	hostNamespaces.Subtrees = opts.IngressHostSubtreeOwnership
 	if opts.DNSTrafficAddress != "" {
 		dnsFactory := flotillainformers.NewSharedInformerFactory(clients.flotilla("dns-traffic"), 0)
 		dnsServer, err := dnstraffic.New(dnstraffic.Options{Address: opts.DNSTrafficAddress, Zones: opts.DNSTrafficZones,

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -103,6 +104,7 @@ func TestExternalDNSPublishesTheHubsTrafficAndFailsStatic(t *testing.T) {
 	logDig(t, dnsAddr, host, "published")
 
 	tenantsStayApart(t, env, fc, dyn, dnsAddr)
+	subtreesStayWithTheirOwner(t, env, fc, dnsAddr)
 	failoverFollowsBackendHealth(t, env, fc, dyn, dnsAddr)
 	blockedHostExistsWithoutAddresses(t, env, fc, dnsAddr)
 
@@ -233,6 +235,37 @@ func tenantsStayApart(t *testing.T, env *testenv.Env, fc flotillaclient.Interfac
 		if name, _, _ := unstructured.NestedString(ep.(map[string]any), "dnsName"); name != "b.example.com" {
 			t.Fatalf("team-b's DNSEndpoint publishes %s", name)
 		}
+	}
+}
+
+// subtreesStayWithTheirOwner: CoreDNS's etcd plugin answers a name with
+// the records of every name below it, so without the hub's
+// --ingress-host-subtree-ownership (on here, startHub) a team-x ingress
+// for x.web.example.com would add its address to team-a's web.example.com.
+// With it the newer claim gets HostConflict naming team-a's ingress, no
+// record is published for it, and web.example.com keeps team-a's
+// addresses only.
+func subtreesStayWithTheirOwner(t *testing.T, env *testenv.Env, fc flotillaclient.Interface, dnsAddr string) {
+	t.Helper()
+	ctx := context.Background()
+	const ns, name = "team-x", "x." + host
+	createNamespace(t, env, ns)
+	placeWeb(t, fc, ns, map[string]string{"member1": "10.0.9.9"}, nil)
+	createIngress(t, fc, ns, "x", name)
+	poll(t, "team-x's ingress for "+name+" in HostConflict", func() (bool, error) {
+		mci, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Get(ctx, "x", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(mci.Status.Conditions, networkingv1alpha1.ConditionHostsAdmitted)
+		return c != nil && c.Reason == networkingv1alpha1.ReasonHostConflict && strings.Contains(c.Message, tenant+"/web"), nil
+	})
+	// Several ExternalDNS runs (--interval=1s): nothing of team-x's reaches
+	// team-a's answer, nor its own name's.
+	holdAnswer(t, dnsAddr, host, []string{"10.0.1.1", "10.0.2.1"}, 4*time.Second)
+	logDig(t, dnsAddr, host, "team-x claims "+name+" beneath it")
+	if got := resolve(dnsAddr, name); slices.Contains(got, "10.0.9.9") {
+		t.Fatalf("%s answers %v: team-x's claim beneath team-a's host was published", name, got)
 	}
 }
 

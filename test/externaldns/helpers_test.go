@@ -63,6 +63,8 @@ func startHub(t *testing.T, env *testenv.Env) (stop func()) {
 	// No agents: keep the hand-written Ready from turning Unknown.
 	opts.ClusterStartupGracePeriod, opts.ClusterMonitorGracePeriod = time.Hour, time.Hour
 	opts.DNSEndpointPublishing = true
+	// CoreDNS merges subtrees (subtreesStayWithTheirOwner).
+	opts.IngressHostSubtreeOwnership = true
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -222,13 +222,15 @@ var fuzzLabels = []string{"a", "b", "web", "*"}
 // claimed from three namespaces at three ages, each ingress serving from
 // up to three clusters (IPs, hostname load balancers, or nothing: all
 // blocked), with small weights or a failover strategy; and maybe a rule
-// that only team-0 may claim names within b.example.com.
+// that only team-0 may claim names within b.example.com; and maybe subtree
+// ownership (--ingress-host-subtree-ownership).
 func ingressesOf(data []byte) ([]*networkingv1alpha1.MultiClusterIngress, dnstraffic.DomainRules, []string) {
 	c := choices(data)
 	var rules dnstraffic.DomainRules
 	if c.next(2) == 1 {
 		rules, _ = dnstraffic.ParseDomainRules([]string{"b.example.com=team-0"})
 	}
+	rules.Subtrees = c.next(2) == 1
 	host := func() string {
 		var labels []string // leftmost first
 		for i := range 1 + c.next(3) {

@@ -21,6 +21,13 @@ type DomainRules struct {
 	// rules are sorted longest domain first, so the first match is the
 	// longest.
 	rules []domainRule
+	// Subtrees (--ingress-host-subtree-ownership): the owner of an exact
+	// host also owns every name strictly beneath it, wildcards included,
+	// against claimants of other namespaces (same-namespace nesting is
+	// fine). Needed when a provider answers a name with the records of the
+	// names beneath it (ExternalDNS's CoreDNS/etcd provider does), so that
+	// no other owner's addresses reach an exact host's answer.
+	Subtrees bool
 }
 
 type domainRule struct {

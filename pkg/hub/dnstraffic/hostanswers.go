@@ -69,6 +69,10 @@ func HostAnswers(mcis []*networkingv1alpha1.MultiClusterIngress, rules DomainRul
 	for _, mci := range mcis {
 		ref := RefOf(mci)
 		for _, c := range owners.Conflicts(ref) {
+			if c.Above != "" {
+				ignored = append(ignored, IgnoredHost{c.Host, fmt.Sprintf("claimed by %s but beneath %s, owned by %s of another namespace (--ingress-host-subtree-ownership)", ref, c.Above, c.Owner)})
+				continue
+			}
 			ignored = append(ignored, IgnoredHost{c.Host, fmt.Sprintf("claimed by %s but owned by %s, an older MultiClusterIngress", ref, c.Owner)})
 		}
 		for _, na := range owners.NotAllowed(ref) {

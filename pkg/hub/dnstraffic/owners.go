@@ -28,8 +28,13 @@ type HostConflict struct {
 	// Host is the claimed host, canonical (hostnames.Canonical:
 	// "web.example.com", "*.example.com").
 	Host string
-	// Owner is the ingress whose addresses are served for Host.
+	// Owner is the ingress whose addresses are served for Host, or, when
+	// Above is set, the ingress whose exact host Above Host is beneath.
 	Owner IngressRef
+	// Above is the exact host, owned by Owner in another namespace, that
+	// Host is strictly beneath (DomainRules.Subtrees); "" when Owner owns
+	// Host itself.
+	Above string
 }
 
 // HostNotAllowed is a host an ingress claims that its namespace may not
@@ -85,14 +90,24 @@ type Ownership struct {
 // by one ingress never captures "a.example.com" owned by another, because
 // a name that exists wins over a wildcard in the answers (RFC 4592), and
 // two wildcards over the same suffix are the same name, owned by the
-// oldest. The owner of a host depends only on the ingresses that claim
-// it, so Owners of any subset holding all of a host's claimants decides
-// that host the same way (the ingress controller relies on this).
+// oldest.
+//
+// With rules.Subtrees, an exact host's owner also owns every name strictly
+// beneath it against other namespaces: a claimant of such a name in
+// another namespace gets a conflict naming that owner (HostConflict.Above),
+// older or not. Only an ancestor that is itself owned counts, so a
+// disallowed or losing claimant of an ancestor blocks no one.
+//
+// The owner of a host depends only on the ingresses that claim it or (with
+// Subtrees) one of its ancestors, so Owners of any subset holding all of
+// those decides that host the same way (Claimants gathers them; the
+// ingress and DNSEndpoint controllers rely on this).
 func Owners(mcis []*networkingv1alpha1.MultiClusterIngress, rules DomainRules) *Ownership {
 	sorted := slices.Clone(mcis)
 	slices.SortFunc(sorted, olderFirst)
 	o := &Ownership{owner: map[string]IngressRef{}, conflicts: map[IngressRef][]HostConflict{}, notAllowed: map[IngressRef][]HostNotAllowed{}}
-	contested := map[string]bool{}
+	// The allowed claimants of each host, oldest first.
+	claimants := map[string][]IngressRef{}
 	seen := map[IngressRef]bool{}
 	for _, mci := range sorted {
 		ref := RefOf(mci)
@@ -106,21 +121,62 @@ func Owners(mcis []*networkingv1alpha1.MultiClusterIngress, rules DomainRules) *
 				o.notAllowed[ref] = append(o.notAllowed[ref], HostNotAllowed{Host: k, Domain: domain})
 				continue
 			}
-			owner, taken := o.owner[k]
-			switch {
-			case !taken:
-				o.owner[k] = ref
-			case owner != ref:
-				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: k, Owner: owner})
-				contested[k] = true
-			}
+			claimants[k] = append(claimants[k], ref)
 		}
 	}
-	o.contested = len(contested)
+	// Ancestors before the names beneath them (fewer labels first), so
+	// with Subtrees an ancestor's owner is known, and only an ancestor that
+	// is itself owned reserves its subtree.
+	hosts := make([]string, 0, len(claimants))
+	for k := range claimants {
+		hosts = append(hosts, k)
+	}
+	slices.SortFunc(hosts, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "."), strings.Count(b, ".")), cmp.Compare(a, b))
+	})
+	for _, k := range hosts {
+		var above string
+		var aboveOwner IngressRef
+		if rules.Subtrees {
+			above, aboveOwner = o.ownedAncestor(k)
+		}
+		lost := false
+		for _, ref := range claimants[k] {
+			switch owner, taken := o.owner[k]; {
+			case above != "" && aboveOwner.Namespace != ref.Namespace:
+				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: k, Owner: aboveOwner, Above: above})
+				lost = true
+			case !taken:
+				o.owner[k] = ref
+			default:
+				o.conflicts[ref] = append(o.conflicts[ref], HostConflict{Host: k, Owner: owner})
+				lost = true
+			}
+		}
+		if lost {
+			o.contested++
+		}
+	}
 	for _, c := range o.conflicts {
 		slices.SortFunc(c, func(a, b HostConflict) int { return strings.Compare(a.Host, b.Host) })
 	}
 	return o
+}
+
+// ownedAncestor is the nearest exact host strictly above key that has an
+// owner, and that owner. Every owned ancestor of a name is in one
+// namespace under Subtrees, so the nearest is the one to name.
+func (o *Ownership) ownedAncestor(key string) (string, IngressRef) {
+	for parent := key; ; {
+		_, rest, ok := strings.Cut(parent, ".")
+		if !ok {
+			return "", IngressRef{}
+		}
+		parent = rest
+		if owner, ok := o.owner[parent]; ok {
+			return parent, owner
+		}
+	}
 }
 
 // olderFirst orders ingresses oldest first, deterministically.
@@ -147,6 +203,7 @@ func (o *Ownership) NotAllowed(ref IngressRef) []HostNotAllowed {
 	return slices.Clone(o.notAllowed[ref])
 }
 
-// Contested is the number of hosts claimed by more than one allowed
-// ingress.
+// Contested is the number of hosts some allowed claimant lost: claimed by
+// more than one allowed ingress, or (Subtrees) beneath another
+// namespace's exact host.
 func (o *Ownership) Contested() int { return o.contested }

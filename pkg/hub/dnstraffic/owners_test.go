@@ -466,3 +466,108 @@ func TestParseDomainRules(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnersSubtrees: with DomainRules.Subtrees, a claim strictly beneath
+// an exact host owned in another namespace loses to that owner, whatever
+// its age; nesting in one namespace is fine; only an owned ancestor
+// counts; without the option nothing changes.
+func TestOwnersSubtrees(t *testing.T) {
+	rulesOf := func(t *testing.T, subtrees bool, specs ...string) DomainRules {
+		r, err := ParseDomainRules(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Subtrees = subtrees
+		return r
+	}
+	tests := []struct {
+		name      string
+		subtrees  bool
+		domains   []string
+		claims    []claim
+		conflicts map[string][]string // by claimant ref
+		contested int
+	}{
+		{name: "nested in another namespace, newer: conflict", subtrees: true,
+			claims:    []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-x/x", 2, []string{"x.web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/x": {"x.web.example.com owned by team-a/web above web.example.com"}}, contested: 1},
+		{name: "nested in another namespace, older: conflict too", subtrees: true,
+			claims:    []claim{{"team-a/web", 2, []string{"web.example.com"}, ""}, {"team-x/x", 1, []string{"x.web.example.com", "other.example.org"}, ""}},
+			conflicts: map[string][]string{"team-x/x": {"x.web.example.com owned by team-a/web above web.example.com"}}, contested: 1},
+		{name: "a wildcard beneath is beneath; deep names too", subtrees: true,
+			claims:    []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-x/x", 2, []string{"*.web.example.com", "a.b.web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/x": {"*.web.example.com owned by team-a/web above web.example.com", "a.b.web.example.com owned by team-a/web above web.example.com"}}, contested: 2},
+		{name: "same namespace nesting is fine", subtrees: true,
+			claims: []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-a/x", 2, []string{"x.web.example.com"}, ""}}},
+		{name: "a wildcard owns no subtree", subtrees: true,
+			claims: []claim{{"team-a/web", 1, []string{"*.example.com"}, ""}, {"team-x/x", 2, []string{"x.example.com", "a.x.example.com"}, ""}}},
+		{name: "the nearest owned ancestor is named", subtrees: true,
+			claims:    []claim{{"team-a/top", 1, []string{"example.com"}, ""}, {"team-a/web", 2, []string{"web.example.com"}, ""}, {"team-x/x", 3, []string{"x.web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/x": {"x.web.example.com owned by team-a/web above web.example.com"}}, contested: 1},
+		{name: "an ancestor claim that lost blocks no one beneath", subtrees: true,
+			// team-x's web.example.com loses to team-a's example.com, so it
+			// owns nothing and team-x/deep is judged by example.com only.
+			claims:    []claim{{"team-a/top", 1, []string{"example.com"}, ""}, {"team-x/web", 2, []string{"web.example.com"}, ""}, {"team-a/deep", 3, []string{"x.web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/web": {"web.example.com owned by team-a/top above example.com"}}, contested: 1},
+		{name: "a disallowed ancestor claim blocks no one", subtrees: true, domains: []string{"web.example.com=team-x"},
+			claims:    []claim{{"team-a/web", 1, []string{"example.com", "web.example.com"}, ""}, {"team-x/x", 2, []string{"x.web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/x": {"x.web.example.com owned by team-a/web above example.com"}}, contested: 1},
+		{name: "a disallowed claimant beneath is not allowed, not in conflict", subtrees: true, domains: []string{"x.web.example.com=team-y"},
+			claims: []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-x/x", 2, []string{"x.web.example.com"}, ""}}},
+		{name: "same host: the oldest still owns it, the loser names it", subtrees: true,
+			claims:    []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-x/web", 2, []string{"web.example.com"}, ""}},
+			conflicts: map[string][]string{"team-x/web": {"web.example.com owned by team-a/web"}}, contested: 1},
+		{name: "option off: today's behaviour, nesting across namespaces is fine", subtrees: false,
+			claims: []claim{{"team-a/web", 1, []string{"web.example.com"}, ""}, {"team-x/x", 2, []string{"x.web.example.com"}, ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mcis := mcisOf(tt.claims)
+			o := Owners(mcis, rulesOf(t, tt.subtrees, tt.domains...))
+			for _, m := range mcis {
+				ref := RefOf(m)
+				var got []string
+				for _, c := range o.Conflicts(ref) {
+					s := c.Host + " owned by " + c.Owner.String()
+					if c.Above != "" {
+						s += " above " + c.Above
+					}
+					got = append(got, s)
+				}
+				if !slices.Equal(got, tt.conflicts[ref.String()]) {
+					t.Errorf("conflicts of %s = %q, want %q", ref, got, tt.conflicts[ref.String()])
+				}
+				keys, _ := HostKeys(&m.Spec.IngressSpec)
+				for _, k := range keys {
+					lost := slices.ContainsFunc(o.Conflicts(ref), func(c HostConflict) bool { return c.Host == k }) ||
+						slices.ContainsFunc(o.NotAllowed(ref), func(n HostNotAllowed) bool { return n.Host == k })
+					if o.Owns(ref, k) == lost {
+						t.Errorf("%s: owns %s = %v, but lost it = %v", ref, k, o.Owns(ref, k), lost)
+					}
+				}
+			}
+			if o.Contested() != tt.contested {
+				t.Errorf("Contested = %d, want %d", o.Contested(), tt.contested)
+			}
+			// Claimants' promise: Owners of a host's claimants and its
+			// ancestors' decides it the same way as Owners of all.
+			for _, m := range mcis {
+				ref := RefOf(m)
+				keys, _ := HostKeys(&m.Spec.IngressSpec)
+				var sub []*networkingv1alpha1.MultiClusterIngress
+				for _, other := range mcis {
+					otherKeys, _ := HostKeys(&other.Spec.IngressSpec)
+					if slices.ContainsFunc(otherKeys, func(ok string) bool {
+						return slices.ContainsFunc(keys, func(k string) bool { return k == ok || slices.Contains(above(k), ok) })
+					}) {
+						sub = append(sub, other)
+					}
+				}
+				so := Owners(sub, rulesOf(t, tt.subtrees, tt.domains...))
+				if !slices.Equal(so.Conflicts(ref), o.Conflicts(ref)) {
+					t.Errorf("%s: conflicts from its claimants %v, from all %v", ref, so.Conflicts(ref), o.Conflicts(ref))
+				}
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@
 //	--dns-traffic-ttl           5s    TTL of answers and of negative answers (SOA minimum)
 //	--dns-traffic-max-in-flight 1024  queries handled concurrently; excess UDP queries are dropped and counted
 //	--ingress-host-namespaces   []    DOMAIN=NS[,NS...]: only these namespaces may claim hosts within DOMAIN (DomainRules)
+//	--ingress-host-subtree-ownership false  an exact host's owner owns the names beneath it against other namespaces (DomainRules.Subtrees)
 package dnstraffic
 
 import (

@@ -453,6 +453,10 @@ func HostsAdmitted(notAllowed []dnstraffic.HostNotAllowed, conflicts []dnstraffi
 				parts = append(parts, fmt.Sprintf("and %d more", len(conflicts)-maxListed))
 				break
 			}
+			if hc.Above != "" {
+				parts = append(parts, fmt.Sprintf("%s (owner %s, of %s in another namespace, --ingress-host-subtree-ownership)", hc.Host, hc.Owner, hc.Above))
+				continue
+			}
 			parts = append(parts, fmt.Sprintf("%s (owner %s)", hc.Host, hc.Owner))
 		}
 		msgs = append(msgs, "hosts owned by an older MultiClusterIngress, for which the DNS traffic manager serves the owner's addresses, not this ingress's: "+
