@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,6 +60,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "manifests", "crds")},
 		ErrorIfCRDPathMissing: true,
+		// make test-integration starts up to 16 control planes at once on
+		// a 2-core machine (-p 4 -parallel 4); envtest's default of 20 s
+		// per start attempt is less than one start takes there at peak.
+		ControlPlaneStartTimeout: controlPlaneStartTimeout,
 	}
 	var set settings
 	for _, o := range opts {
@@ -151,6 +156,10 @@ func RepoRoot() (string, error) {
 }
 
 const modulePath = "github.com/flotilla-io/flotilla"
+
+// controlPlaneStartTimeout bounds one attempt to start etcd or
+// kube-apiserver (envtest retries a failed start).
+const controlPlaneStartTimeout = 2 * time.Minute
 
 func isProjectModule(gomod []byte) bool {
 	line := "module " + modulePath + "\n"
