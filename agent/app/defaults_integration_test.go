@@ -8,6 +8,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent/app"
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
 
 // TestAgentDampsReadyWithTheDefaultThresholds proves the default Ready
@@ -29,10 +30,10 @@ func TestAgentDampsReadyWithTheDefaultThresholds(t *testing.T) {
 	f := newFleet(t)
 	f.register(t, "", true)
 	createReadyNode(t, f.member.Kube, "node-a", "4", "8Gi")
-	proxy := startCutProxy(t, memberAddr(t, f.member.Config.Host))
+	proxy := testenv.StartCutProxy(t, testenv.HostOf(t, f.member.Config.Host))
 
 	opts := f.fastOptions("node-a")
-	opts.Kubeconfig = f.memberKubeconfigVia(t, proxy.ln.Addr().String())
+	opts.Kubeconfig = f.memberKubeconfigVia(t, proxy)
 	opts.LeaderElection.LeaderElect = false
 	opts.ClusterFailureThreshold, opts.ClusterSuccessThreshold = defaults.ClusterFailureThreshold, defaults.ClusterSuccessThreshold
 	runAgent(t, opts)
@@ -42,7 +43,7 @@ func TestAgentDampsReadyWithTheDefaultThresholds(t *testing.T) {
 		return status == metav1.ConditionTrue
 	})
 
-	proxy.setCut(true)
+	proxy.SetCut(true)
 	cut := time.Now()
 	poll(t, defaults.ClusterFailureThreshold+30*time.Second, "Ready to leave True after the cut", func() bool {
 		status, _ := f.readyStatus(t)
@@ -58,7 +59,7 @@ func TestAgentDampsReadyWithTheDefaultThresholds(t *testing.T) {
 		t.Errorf("Ready left True %s after the cut, before the default failure threshold %s", wentDown, defaults.ClusterFailureThreshold)
 	}
 
-	proxy.setCut(false)
+	proxy.SetCut(false)
 	healed := time.Now()
 	poll(t, defaults.ClusterSuccessThreshold+30*time.Second, "Ready True again after healing", func() bool {
 		status, _ := f.readyStatus(t)

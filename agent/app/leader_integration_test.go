@@ -2,17 +2,12 @@ package app_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/pkg/agent/dnsprobe"
@@ -20,116 +15,10 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
 
-// cutProxy forwards TCP connections to a target until it is cut: then it
-// drops every open connection and every new one, as a node that lost its
-// route to the member apiserver would see it (both other paths still work).
-type cutProxy struct {
-	target string
-	ln     net.Listener
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
+// memberKubeconfigVia is the member's admin kubeconfig through proxy.
+func (f *fleet) memberKubeconfigVia(t *testing.T, proxy *testenv.CutProxy) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.setCut(true)
-	})
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(in) {
-			_ = in.Close()
-			continue
-		}
-		go func() {
-			out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-			if err != nil || !p.track(out) {
-				p.close(in)
-				if out != nil {
-					_ = out.Close()
-				}
-				return
-			}
-			go func() { _, _ = io.Copy(out, in); p.close(out); p.close(in) }()
-			_, _ = io.Copy(in, out)
-			p.close(in)
-			p.close(out)
-		}()
-	}
-}
-
-// track registers c unless the proxy is cut.
-func (p *cutProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cut {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *cutProxy) close(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	_ = c.Close()
-}
-
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	p.cut = cut
-	var open []net.Conn
-	if cut {
-		for c := range p.conns {
-			open = append(open, c)
-		}
-		p.conns = map[net.Conn]struct{}{}
-	}
-	p.mu.Unlock()
-	for _, c := range open {
-		_ = c.Close()
-	}
-}
-
-// memberKubeconfigVia is the member's admin kubeconfig with the server
-// replaced by addr (the TLS name check still passes: the serving
-// certificate covers 127.0.0.1).
-func (f *fleet) memberKubeconfigVia(t *testing.T, addr string) string {
-	t.Helper()
-	cfg := rest.CopyConfig(f.member.Config)
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = addr
-	cfg.Host = u.String()
-	return f.member.KubeconfigFor(t, cfg)
-}
-
-func memberAddr(t *testing.T, host string) string {
-	t.Helper()
-	u, err := url.Parse(host)
-	if err != nil || u.Host == "" {
-		t.Fatalf("member host %q: %v", host, err)
-	}
-	return u.Host
+	return f.member.KubeconfigFor(t, proxy.ConfigVia(t, f.member.Config))
 }
 
 func (f *fleet) readyStatus(t *testing.T) (metav1.ConditionStatus, string) {
@@ -153,12 +42,12 @@ func TestCutOffLeaderStepsDownAndReadyNeverFlaps(t *testing.T) {
 	f.register(t, "", true)
 	createReadyNode(t, f.member.Kube, "node-a", "4", "8Gi")
 	createReadyNode(t, f.member.Kube, "node-b", "4", "8Gi")
-	proxy := startCutProxy(t, memberAddr(t, f.member.Config.Host))
+	proxy := testenv.StartCutProxy(t, testenv.HostOf(t, f.member.Config.Host))
 
 	// Agent A reaches the member only through the proxy; it starts first
 	// and leads.
 	a := f.fastOptions("node-a")
-	a.Kubeconfig = f.memberKubeconfigVia(t, proxy.ln.Addr().String())
+	a.Kubeconfig = f.memberKubeconfigVia(t, proxy)
 	a.MetricsBindAddress = f.metrics
 	failureThreshold := a.ClusterFailureThreshold
 	runAgent(t, a)
@@ -177,7 +66,7 @@ func TestCutOffLeaderStepsDownAndReadyNeverFlaps(t *testing.T) {
 		t.Fatalf("hub Lease holder %q before the cut, want node-a's", h)
 	}
 
-	proxy.setCut(true)
+	proxy.SetCut(true)
 	cut := time.Now()
 	// Over the failure threshold plus a wide margin: Ready never leaves
 	// True, and node-b takes over both Leases.
@@ -230,7 +119,7 @@ func TestCutOffLeaderStepsDownAndReadyNeverFlaps(t *testing.T) {
 
 	// Heal: node-a sees node-b holding both Leases and stays a follower;
 	// nothing flaps.
-	proxy.setCut(false)
+	proxy.SetCut(false)
 	healed := time.Now()
 	for time.Since(healed) < failureThreshold+2*time.Second {
 		if status, reason := f.readyStatus(t); status != metav1.ConditionTrue {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -105,6 +106,10 @@ type Options struct {
 	DNSTrafficZones                    []string
 	DNSTrafficTTL                      time.Duration
 	DNSTrafficMaxInFlight              int
+	// DNSTrafficStaleHorizon is how long a replica keeps answering (and
+	// stays ready) from its last view while the host apiserver does not
+	// answer (dnstraffic.Options.StaleHorizon).
+	DNSTrafficStaleHorizon time.Duration
 	// DNSEndpointPublishing writes an ExternalDNS DNSEndpoint per
 	// MultiClusterIngress (pkg/hub/dnsendpoint).
 	DNSEndpointPublishing bool
@@ -166,6 +171,7 @@ func NewOptions() *Options {
 		ConcurrentMultiClusterIngressSyncs:  2,
 		DNSTrafficTTL:                       5 * time.Second,
 		DNSTrafficMaxInFlight:               1024,
+		DNSTrafficStaleHorizon:              time.Hour,
 		Webhook:                             DefaultWebhookOptions(),
 	}
 }
@@ -213,6 +219,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Zones the DNS traffic manager is authoritative for (names outside them are REFUSED); empty makes every MultiClusterIngress host its own zone.")
 	fs.DurationVar(&o.DNSTrafficTTL, "dns-traffic-ttl", o.DNSTrafficTTL, "TTL of the DNS traffic manager's answers; short, so a blocked cluster leaves resolvers' caches quickly.")
 	fs.IntVar(&o.DNSTrafficMaxInFlight, "dns-traffic-max-in-flight", o.DNSTrafficMaxInFlight, "Queries the DNS traffic manager handles at once; more are dropped (clients retry).")
+	fs.DurationVar(&o.DNSTrafficStaleHorizon, "dns-traffic-stale-horizon", o.DNSTrafficStaleHorizon,
+		"How long a hub replica keeps answering DNS from its last view (marked stale, RFC 8914) and stays ready while the host apiserver does not answer; past it, queries get SERVFAIL so resolvers turn to another name server. At most 168h.")
 	fs.BoolVar(&o.DNSEndpointPublishing, "dns-endpoint-publishing", o.DNSEndpointPublishing,
 		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: an ingress's spec.strategy.dnsTtlSeconds, else --dns-traffic-ttl.")
 	fs.StringVar(&o.DNSEndpointWeightProperty, "dns-endpoint-weight-property", o.DNSEndpointWeightProperty,
@@ -248,6 +256,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentMultiClusterIngressSyncs < 1 || o.DNSTrafficTTL < time.Second || o.DNSTrafficMaxInFlight < 1 {
 		return fmt.Errorf("--concurrent-multiclusteringress-syncs and --dns-traffic-max-in-flight must be positive, --dns-traffic-ttl at least 1s")
+	}
+	if o.DNSTrafficStaleHorizon <= 0 || o.DNSTrafficStaleHorizon > 7*24*time.Hour {
+		return fmt.Errorf("--dns-traffic-stale-horizon must be in (0, 168h]")
 	}
 	if o.DNSEndpointWeightProperty != "" && (!o.DNSEndpointPublishing || strings.ContainsFunc(o.DNSEndpointWeightProperty, unicode.IsSpace)) {
 		return fmt.Errorf("--dns-endpoint-weight-property needs --dns-endpoint-publishing and is a property name without spaces (e.g. aws/weight)")
@@ -321,11 +332,18 @@ func Run(ctx context.Context, opts *Options) error {
 	if opts.EnableProfiling {
 		health.EnableProfiling()
 	}
-	health.AddReadyzCheck("host-apiserver", cmdutil.APIServerReady(kube.Discovery().RESTClient()))
-	health.AddReadyzCheck("flotilla-crds", cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...))
+	// What a replica serves (DNS answers, webhook reviews, metrics) needs
+	// the host apiserver only to start: once ready, a replica stays ready
+	// through an outage of it for the stale horizon, not to lose its DNS
+	// Service endpoints for nothing.
+	hostCheck := func(check healthserver.Check) healthserver.Check {
+		return healthserver.RideOut(check, opts.DNSTrafficStaleHorizon, time.Now)
+	}
+	health.AddReadyzCheck("host-apiserver", hostCheck(cmdutil.APIServerReady(kube.Discovery().RESTClient())))
+	health.AddReadyzCheck("flotilla-crds", hostCheck(cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...)))
 	var dnsEndpointMetrics *dnsendpoint.Metrics
 	if opts.DNSEndpointPublishing {
-		health.AddReadyzCheck("dns-endpoint-crd", cmdutil.APIGroupsServed(kube.Discovery(), dnsendpoint.GVR.GroupVersion().String()))
+		health.AddReadyzCheck("dns-endpoint-crd", hostCheck(cmdutil.APIGroupsServed(kube.Discovery(), dnsendpoint.GVR.GroupVersion().String())))
 		dnsEndpointMetrics = dnsendpoint.NewMetrics(registry)
 	}
 
@@ -350,9 +368,17 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	hostNamespaces.Subtrees = opts.IngressHostSubtreeOwnership
 	if opts.DNSTrafficAddress != "" {
-		dnsFactory := flotillainformers.NewSharedInformerFactory(clients.flotilla("dns-traffic"), 0)
+		dnsClient := clients.flotilla("dns-traffic")
+		dnsFactory := flotillainformers.NewSharedInformerFactory(dnsClient, 0)
+		// Freshness: a quorum LIST of one MCI, with the informer's client
+		// and permission; while it fails the informer's view is stale.
+		fresh := func(ctx context.Context) error {
+			_, err := dnsClient.NetworkingV1alpha1().MultiClusterIngresses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}
 		dnsServer, err := dnstraffic.New(dnstraffic.Options{Address: opts.DNSTrafficAddress, Zones: opts.DNSTrafficZones,
-			TTL: opts.DNSTrafficTTL, MaxInFlight: opts.DNSTrafficMaxInFlight, HostNamespaces: hostNamespaces, Metrics: dnstraffic.NewMetrics(registry)},
+			TTL: opts.DNSTrafficTTL, MaxInFlight: opts.DNSTrafficMaxInFlight, HostNamespaces: hostNamespaces, Metrics: dnstraffic.NewMetrics(registry),
+			FreshnessCheck: fresh, StaleHorizon: opts.DNSTrafficStaleHorizon},
 			dnsFactory.Networking().V1alpha1().MultiClusterIngresses().Informer())
 		if err != nil {
 			return fmt.Errorf("--dns-traffic-*: %w", err)
@@ -502,7 +528,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 	if !opts.LeaderElection.LeaderElect {
 		runControllers(ctx)
-	} else if err := runLeaderElectedWith(ctx, clients, opts.LeaderElection, runControllers); err != nil {
+	} else if err := runLeaderElectedWith(ctx, clients, opts.LeaderElection, hubMetrics.LeadershipLost, runControllers); err != nil {
 		cancel()
 		return err
 	}
@@ -521,10 +547,20 @@ func Run(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-// runLeaderElected runs fn while this replica holds the hub Lease and returns
-// when ctx ends. Losing the Lease while ctx is alive ends the process with an
-// error so that a restart (not two leaders) follows.
-func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil.LeaderElectionOptions, fn func(context.Context)) error {
+// controllersStopTimeout bounds how long a replica that lost the hub Lease
+// waits for its controllers to return before it exits instead: it must never
+// campaign, and so perhaps lead again, with the last term's still running.
+const controllersStopTimeout = time.Minute
+
+// runLeaderElected runs fn for every term this replica holds the hub Lease,
+// and campaigns again after losing it, until ctx ends. Losing the Lease (the
+// host apiserver unreachable for the renew deadline, or another replica
+// holding it) stops the decisions, not the process: fn's context is
+// cancelled and fn waited for before the next campaign, so two terms never
+// overlap in one process, while the DNS traffic manager and the webhook go on
+// serving. fn still running controllersStopTimeout after a loss is an error,
+// for a restart to end it.
+func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil.LeaderElectionOptions, lost prometheus.Counter, fn func(context.Context)) error {
 	id, err := os.Hostname()
 	if err != nil {
 		return err
@@ -535,32 +571,64 @@ func runLeaderElected(ctx context.Context, kube kubernetes.Interface, le cmdutil
 	if err != nil {
 		return err
 	}
-	lost := make(chan struct{})
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            "flotilla-hub",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: fn,
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					close(lost)
-				}
+	for ctx.Err() == nil {
+		var (
+			mu      sync.Mutex
+			over    bool
+			running sync.WaitGroup
+			led     bool
+			done    = make(chan struct{})
+		)
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   le.LeaseDuration,
+			RenewDeadline:   le.RenewDeadline,
+			RetryPeriod:     le.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            "flotilla-hub",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(termCtx context.Context) {
+					mu.Lock()
+					if over || termCtx.Err() != nil { // the term ended before this goroutine ran
+						mu.Unlock()
+						return
+					}
+					running.Add(1)
+					led = true
+					mu.Unlock()
+					defer running.Done()
+					fn(termCtx)
+				},
+				OnStoppedLeading: func() {},
+				OnNewLeader: func(identity string) {
+					klog.InfoS("Hub leader", "identity", identity)
+				},
 			},
-			OnNewLeader: func(identity string) {
-				klog.InfoS("Hub leader", "identity", identity)
-			},
-		},
-	})
-	select {
-	case <-lost:
-		return fmt.Errorf("lost the hub leader-election lease %s/%s", le.ResourceNamespace, le.ResourceName)
-	default:
-		return nil
+		})
+		if err != nil {
+			return err
+		}
+		elector.Run(ctx)
+		mu.Lock()
+		over = true
+		wasLeader := led
+		mu.Unlock()
+		go func() { running.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(controllersStopTimeout):
+			return fmt.Errorf("lost the hub leader-election lease %s/%s and the controllers did not stop within %v", le.ResourceNamespace, le.ResourceName, controllersStopTimeout)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if wasLeader {
+			lost.Inc()
+			klog.InfoS("Lost the hub leader-election lease: controllers stopped; DNS and the webhook go on serving; campaigning again",
+				"lease", klog.KRef(le.ResourceNamespace, le.ResourceName))
+		}
 	}
+	return nil
 }
 
 // clientBuilder makes the hub's clients, one per controller.
@@ -591,6 +659,6 @@ func (b *clientBuilder) flotilla(name string) flotillaclient.Interface {
 
 // runLeaderElectedWith runs the election on a client of its own, so that
 // controllers' requests can never delay a renewal.
-func runLeaderElectedWith(ctx context.Context, clients *clientBuilder, le cmdutil.LeaderElectionOptions, fn func(context.Context)) error {
-	return runLeaderElected(ctx, clients.kube("leader-election"), le, fn)
+func runLeaderElectedWith(ctx context.Context, clients *clientBuilder, le cmdutil.LeaderElectionOptions, lost prometheus.Counter, fn func(context.Context)) error {
+	return runLeaderElected(ctx, clients.kube("leader-election"), le, lost, fn)
 }

@@ -51,34 +51,8 @@ func TestRemedyTrafficControl(t *testing.T) {
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
 		o.DNSTrafficAddress = dnsAddr
 	})
-	addrs := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
-	for _, name := range []string{"member1", "member2"} {
-		c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		setConditions(t, fc, c.Name, map[string]metav1.ConditionStatus{
-			clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue, clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady: metav1.ConditionTrue})
-	}
-
 	ns := "default"
-	createWebService(t, ctx, fc, ns)
-	binding := workobjects.BindingName("Service", "web")
-	for cluster, ip := range addrs {
-		w := waitWork(t, fc, cluster, ns, binding, func(*unstructured.Unstructured) bool { return true })
-		// What the agent reports once a cloud load balancer fronts the Service.
-		reportStatus(t, fc, w, workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
-			fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, ip))
-	}
-
-	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
-			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
-				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}}
-	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
+	startWebTraffic(t, ctx, fc, ns)
 
 	dnsRemedy := &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "dns-broken"}, Spec: remedyv1alpha1.RemedySpec{
 		DecisionMatches: []remedyv1alpha1.DecisionMatch{{ClusterConditionMatch: &remedyv1alpha1.ClusterConditionRequirement{
@@ -129,6 +103,40 @@ func TestRemedyTrafficControl(t *testing.T) {
 	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
 	setConditions(t, fc, "member2", map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionFalse})
 	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1"})
+}
+
+// startWebTraffic makes Ready clusters member1 (10.0.1.1) and member2
+// (10.0.2.1) running the Service "web" in ns behind the MultiClusterIngress
+// "web" for web.example.com, and waits until both get its traffic.
+func startWebTraffic(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns string) {
+	t.Helper()
+	addrs := map[string]string{"member1": "10.0.1.1", "member2": "10.0.2.1"}
+	for _, name := range []string{"member1", "member2"} {
+		c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setConditions(t, fc, c.Name, map[string]metav1.ConditionStatus{
+			clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue, clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady: metav1.ConditionTrue})
+	}
+
+	createWebService(t, ctx, fc, ns)
+	binding := workobjects.BindingName("Service", "web")
+	for cluster, ip := range addrs {
+		w := waitWork(t, fc, cluster, ns, binding, func(*unstructured.Unstructured) bool { return true })
+		// What the agent reports once a cloud load balancer fronts the Service.
+		reportStatus(t, fc, w, workv1alpha1.ResourceIdentifier{Version: "v1", Kind: "Service", Namespace: ns, Name: "web"},
+			fmt.Sprintf(`{"loadBalancer":{"ingress":[{"ip":%q}]}}`, ip))
+	}
+
+	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}}
+	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTraffic(t, fc, ns, "web", []string{"member1", "member2"}, nil, []string{"10.0.1.1", "10.0.2.1"})
 }
 
 func ptrTo[T any](v T) *T { return &v }

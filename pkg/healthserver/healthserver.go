@@ -183,3 +183,34 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// RideOut is check as the readiness of a process that keeps serving from its
+// last view when the dependency check probes goes away: it fails until
+// check first succeeds, and afterwards only once check has failed for longer
+// than horizon since its last success. The hub's DNS traffic manager and
+// webhook serve without the host apiserver; a replica going unready the
+// moment that apiserver is unreachable would take its answers off its
+// Service for nothing.
+func RideOut(check Check, horizon time.Duration, now func() time.Time) Check {
+	var (
+		mu     sync.Mutex
+		lastOK time.Time
+	)
+	return func(ctx context.Context) error {
+		err := check(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		t := now()
+		if err == nil {
+			lastOK = t
+			return nil
+		}
+		if !lastOK.IsZero() && t.Sub(lastOK) <= horizon {
+			return nil
+		}
+		if !lastOK.IsZero() {
+			return fmt.Errorf("%w (failing since at least %s, past %s)", err, lastOK.Format(time.RFC3339), horizon)
+		}
+		return err
+	}
+}

@@ -1,12 +1,14 @@
 package dnstraffic
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // fuzzSeeds are wire messages: valid queries and the malformed shapes a
@@ -97,10 +99,11 @@ func FuzzAnswer(f *testing.F) {
 	})
 }
 
-// FuzzServeDNS: the handler, on both transports, never panics, answers
-// within the size the transport allows, and its reply packs. It gets every
-// message Unpack accepts, not only what the server's MsgAcceptFunc lets
-// through, so the filter is not what keeps it safe.
+// FuzzServeDNS: the handler, on both transports and from a current, a stale
+// and an expired view, never panics, answers within the size the transport
+// allows, and its reply packs. It gets every message Unpack accepts, not
+// only what the server's MsgAcceptFunc lets through, so the filter is not
+// what keeps it safe.
 func FuzzServeDNS(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -108,12 +111,22 @@ func FuzzServeDNS(f *testing.F) {
 	s := &Server{table: &Table{}, metrics: NewMetrics(prometheus.NewRegistry()), sem: make(chan struct{}, 4)}
 	s.table.snap.Store(fuzzSnapshot())
 	s.opts.TCPReadTimeout = time.Second
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	views := []*freshness{nil}
+	for _, age := range []time.Duration{time.Minute, 2 * time.Hour} { // stale, expired
+		v := &freshness{check: func(context.Context) error { return nil }, horizon: time.Hour, clock: clk}
+		v.lastOK.Store(clk.Now().Add(-age).UnixNano())
+		v.failing.Store(true)
+		views = append(views, v)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := new(dns.Msg)
 		if err := req.Unpack(b); err != nil {
 			return // the server replies FORMERR itself or drops it
 		}
-		for _, tcp := range []bool{false, true} {
+		for i := range 2 * len(views) {
+			tcp := i%2 == 1
+			s.fresh = views[i/2]
 			w := &fakeWriter{tcp: tcp}
 			s.ServeDNS(w, req)
 			if len(w.msgs) != 1 {

@@ -45,6 +45,13 @@ type Metrics struct {
 	// Panics counts handler panics recovered (a bug: each is also a
 	// servfail).
 	Panics prometheus.Counter
+	// ViewStaleSeconds is how long the host apiserver has not answered
+	// the freshness check while it fails (0 while it answers): the age of
+	// the view being served.
+	ViewStaleSeconds prometheus.Gauge
+	// StaleAnswers counts replies sent from a stale view (within the
+	// horizon; past it, replies are SERVFAIL and counted as such).
+	StaleAnswers prometheus.Counter
 
 	// Children resolved once: the handler runs per packet.
 	results map[int]prometheus.Counter
@@ -72,8 +79,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hosts_without_addresses", Help: "MultiClusterIngress hosts (wildcards included) served with no address: their queries are answered with no records."}),
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "handler_panics_total", Help: "DNS handler panics recovered (each is also answered SERVFAIL)."}),
+		ViewStaleSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "view_stale_seconds", Help: "Seconds since the host apiserver last answered the DNS traffic manager's freshness check, while it fails; 0 while it answers."}),
+		StaleAnswers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "stale_answers_total", Help: "DNS replies sent from a stale view (host apiserver unanswered, within --dns-traffic-stale-horizon)."}),
 	}
-	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.HostConflicts, m.HostsWithoutAddresses, m.Panics)
+	reg.MustRegister(m.Queries, m.AnswerRecords, m.RequestDuration, m.Hosts, m.HostConflicts, m.HostsWithoutAddresses, m.Panics,
+		m.ViewStaleSeconds, m.StaleAnswers)
 	m.results = map[int]prometheus.Counter{}
 	for _, rc := range []int{dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeRefused, dns.RcodeFormatError,
 		dns.RcodeServerFailure, dns.RcodeNotImplemented, dns.RcodeBadVers} {

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/net/netutil"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/pkg/hostnames"
 )
@@ -81,6 +82,19 @@ type Options struct {
 	HostNamespaces DomainRules
 	// Metrics, if nil, are created on a registry nobody serves.
 	Metrics *Metrics
+	// FreshnessCheck, if set, is a quorum read of the host apiserver with
+	// the informer's client (a LIST of one MCI): while it fails the view
+	// is stale (see freshness). Nil: the view is always taken as current.
+	FreshnessCheck func(context.Context) error
+	// FreshnessInterval is how often FreshnessCheck runs, and its timeout
+	// (default 5s).
+	FreshnessInterval time.Duration
+	// StaleHorizon is how long the server keeps answering from a stale
+	// view (default 1h); past it, every query is answered SERVFAIL and
+	// Ready fails.
+	StaleHorizon time.Duration
+	// Clock is the freshness clock (default: the real one).
+	Clock clock.Clock
 }
 
 // Server is the DNS traffic manager.
@@ -96,6 +110,8 @@ type Server struct {
 	// addr is the bound address, "" until listening.
 	addr atomic.Pointer[string]
 	log  logr.Logger
+	// fresh says how current the MCI view is.
+	fresh *freshness
 
 	// testHook, if set, runs while a query holds its in-flight slot.
 	testHook func()
@@ -139,6 +155,14 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 	def(&opts.TCPReadTimeout, 2*time.Second)
 	def(&opts.TCPWriteTimeout, 2*time.Second)
 	def(&opts.TCPIdleTimeout, 8*time.Second)
+	if opts.StaleHorizon < 0 || opts.StaleHorizon > maxStaleHorizon {
+		return nil, fmt.Errorf("dns traffic manager: stale horizon %v out of range (0 to %v)", opts.StaleHorizon, maxStaleHorizon)
+	}
+	def(&opts.FreshnessInterval, 5*time.Second)
+	def(&opts.StaleHorizon, time.Hour)
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	defInt(&opts.MaxInFlight, 1024)
 	defInt(&opts.MaxTCPConns, 256)
 	defInt(&opts.MaxTCPQueries, 128)
@@ -149,7 +173,8 @@ func New(opts Options, mcis cache.SharedIndexInformer) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, table: t, metrics: opts.Metrics, sem: make(chan struct{}, opts.MaxInFlight), log: klog.Background()}
+	s := &Server{opts: opts, table: t, metrics: opts.Metrics, sem: make(chan struct{}, opts.MaxInFlight), log: klog.Background(),
+		fresh: &freshness{check: opts.FreshnessCheck, interval: opts.FreshnessInterval, horizon: opts.StaleHorizon, clock: opts.Clock, metrics: opts.Metrics}}
 	empty := ""
 	s.addr.Store(&empty)
 	return s, nil
@@ -167,8 +192,15 @@ func (s *Server) Ready() error {
 	if !s.HasSynced() {
 		return errors.New("dns traffic manager: MultiClusterIngress cache not synced")
 	}
+	if st := s.fresh.state(); st.Expired {
+		return fmt.Errorf("dns traffic manager: host apiserver unanswered for %s, past the stale horizon %s", st.Age.Truncate(time.Second), s.opts.StaleHorizon)
+	}
 	return nil
 }
+
+// maxStaleHorizon bounds --dns-traffic-stale-horizon: a week-old view is not
+// a view.
+const maxStaleHorizon = 7 * 24 * time.Hour
 
 // Addr is the address listened on (UDP and TCP), "" until Run binds it.
 func (s *Server) Addr() string { return *s.addr.Load() }
@@ -212,8 +244,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	tableCtx, stopTable := context.WithCancel(ctx)
-	tableDone := make(chan struct{})
-	go func() { defer close(tableDone); s.table.Run(tableCtx) }()
+	tableDone := make(chan struct{}, 2)
+	go func() { defer func() { tableDone <- struct{}{} }(); s.table.Run(tableCtx) }()
+	go func() { defer func() { tableDone <- struct{}{} }(); s.fresh.run(tableCtx, s.logFreshness) }()
 
 	if runErr == nil {
 		addr := pc.LocalAddr().String()
@@ -241,6 +274,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	stopTable()
+	<-tableDone
 	<-tableDone
 	if runErr != nil {
 		return fmt.Errorf("dns traffic manager: %w", runErr)
@@ -329,6 +363,12 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 
 	n := s.rot.Add(1)
 	resp := s.table.Snapshot().AnswerFor(req, n)
+	if st := s.fresh.state(); st.Stale {
+		markStale(resp, st)
+		if !st.Expired {
+			s.metrics.StaleAnswers.Inc()
+		}
+	}
 	rotate(resp.Answer, n)
 	size := dns.MaxMsgSize
 	if !tcp {
@@ -338,6 +378,16 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	_ = w.WriteMsg(resp) // the client is gone or too slow; nothing to do
 	s.metrics.observe(resp)
 	s.metrics.RequestDuration.Observe(time.Since(start).Seconds())
+}
+
+// logFreshness logs each change between a current and a stale view.
+func (s *Server) logFreshness(stale bool, err error, age time.Duration) {
+	if stale {
+		s.log.Info("DNS traffic view is stale: the host apiserver does not answer; answering from the last view, marked stale, until the horizon",
+			"error", err, "unansweredFor", age.Truncate(time.Second), "staleHorizon", s.opts.StaleHorizon)
+		return
+	}
+	s.log.Info("DNS traffic view is current again: the host apiserver answers")
 }
 
 // acquire takes an in-flight slot: never waits for UDP (a resolver retries

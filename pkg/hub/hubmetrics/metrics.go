@@ -14,6 +14,10 @@ const subsystem = "hub"
 type Metrics struct {
 	// Leader is 1 while this replica leads (runs the controllers).
 	Leader prometheus.Gauge
+	// LeadershipLost counts the terms this replica lost while running: it
+	// stopped its controllers and campaigns again, still serving DNS and
+	// the webhook.
+	LeadershipLost prometheus.Counter
 	// ClusterReady is 1 for each cluster's current Ready status.
 	ClusterReady *prometheus.GaugeVec
 	// LeaseAge is the age of each cluster's Lease as the hub last saw it.
@@ -94,6 +98,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "leader", Help: "1 while this hub replica leads and runs the controllers, 0 otherwise."}),
+		LeadershipLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
+			Name: "leadership_lost_total", Help: "Hub Lease terms this replica lost while running (it stopped its controllers, kept serving DNS and the webhook, and campaigns again)."}),
 		ClusterReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
 			Name: "cluster_ready", Help: "1 for the cluster's current Ready status (True, False, Unknown)."}, []string{"cluster", "status"}),
 		LeaseAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: subsystem,
@@ -160,7 +166,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ClusterReady, m.LeaseAge, m.UnknownLatency, m.TaintChanges, m.FleetGuardState, m.FleetGuardRegionState, m.UnhealthyClusters)
 	reg.MustRegister(m.ClusterObjectWrites)
 	reg.MustRegister(m.NoExecuteSince, m.WorksNotApplied)
-	reg.MustRegister(m.Leader)
+	reg.MustRegister(m.Leader, m.LeadershipLost)
 	reg.MustRegister(m.ForbiddenWrites)
 	reg.MustRegister(m.PolicyPreemptions)
 	return m
