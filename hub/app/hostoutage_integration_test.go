@@ -69,11 +69,14 @@ func TestHostAPIServerOutageStopsDecisionsNotDNS(t *testing.T) {
 	ns := "default"
 	startWebTraffic(t, ctx, fc, ns)
 	both := []string{"10.0.1.1", "10.0.2.1"}
-	waitUntil(t, "the hub leading", func() (bool, error) {
-		return hubMetric(health, "flotilla_hub_leader") == 1, nil
+	waitUntil(t, "the hub leading and ready", func() (bool, error) {
+		// The kubelet's readiness probe, before the outage.
+		code, _, err := testenv.HTTPGet(ctx, health, "/readyz")
+		return err == nil && code == http.StatusOK && hubMetric(health, "flotilla_hub_leader") == 1, nil
 	})
 
 	proxy.SetCut(true)
+	t.Logf("%s: the hub cut off from its apiserver", time.Now().Format(time.StampMilli))
 	// Every query during the outage gets both addresses; once the view is
 	// known stale, EDNS clients are told so.
 	sawStale := false
@@ -87,9 +90,11 @@ func TestHostAPIServerOutageStopsDecisionsNotDNS(t *testing.T) {
 		return sawStale && hubMetric(health, "flotilla_hub_leader") == 0 && hubMetric(health, "flotilla_hub_leadership_lost_total") == 1 &&
 			hubMetric(health, "flotilla_dns_traffic_view_stale_seconds") > 0, nil
 	})
+	t.Logf("%s: lease lost, view stale", time.Now().Format(time.StampMilli))
 	if code, body, err := testenv.HTTPGet(ctx, health, "/readyz"); err != nil || code != http.StatusOK {
 		t.Fatalf("during the outage: /readyz %d %q %v, want 200", code, body, err)
 	}
+	t.Logf("%s: ready throughout", time.Now().Format(time.StampMilli))
 	// Meanwhile an admin blocks member1's traffic: a hub that cannot see
 	// it goes on answering its last view.
 	upgrade := &remedyv1alpha1.Remedy{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-member1"}, Spec: remedyv1alpha1.RemedySpec{
@@ -98,6 +103,7 @@ func TestHostAPIServerOutageStopsDecisionsNotDNS(t *testing.T) {
 	if _, err := fc.RemedyV1alpha1().Remedies().Create(ctx, upgrade, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s: Remedy written meanwhile", time.Now().Format(time.StampMilli))
 	for range 20 {
 		stillRunning()
 		if ips, _ := resolveEDNS(t, "web.example.com"); !slices.Equal(ips, both) {
@@ -107,6 +113,7 @@ func TestHostAPIServerOutageStopsDecisionsNotDNS(t *testing.T) {
 	}
 
 	proxy.SetCut(false)
+	t.Logf("%s: healed", time.Now().Format(time.StampMilli))
 	waitUntil(t, "the hub leading again and acting on the Remedy", func() (bool, error) {
 		stillRunning()
 		ips, ede := resolveEDNS(t, "web.example.com")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"net/http"
 	"os"
 	"os/signal"
@@ -63,11 +64,24 @@ var FlotillaGroupVersions = []string{
 // APIGroupsServed returns a readiness check that passes once the apiserver
 // serves every given group/version (the CRDs are installed and established).
 func APIGroupsServed(client discovery.DiscoveryInterface, groupVersions ...string) healthserver.Check {
-	return func(_ context.Context) error {
+	return func(ctx context.Context) error {
 		var missing []string
 		for _, gv := range groupVersions {
-			if _, err := client.ServerResourcesForGroupVersion(gv); err != nil {
+			// The REST client, not ServerResourcesForGroupVersion: a probe
+			// must end with its context, and discovery's takes none (an
+			// unreachable apiserver held it ~55 s, past any probe timeout).
+			path := "/apis/" + gv
+			if !strings.Contains(gv, "/") {
+				path = "/api/" + gv
+			}
+			err := client.RESTClient().Get().AbsPath(path).Do(ctx).Error()
+			if ctx.Err() != nil {
+				return fmt.Errorf("API discovery of %s: %w", gv, ctx.Err())
+			}
+			if apierrors.IsNotFound(err) {
 				missing = append(missing, gv)
+			} else if err != nil {
+				return fmt.Errorf("API discovery of %s: %w", gv, err)
 			}
 		}
 		if len(missing) > 0 {

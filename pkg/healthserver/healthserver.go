@@ -107,9 +107,7 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, endpoint st
 	var out strings.Builder
 	failed := false
 	for _, name := range names {
-		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
-		err := checks[name](ctx)
-		cancel()
+		err := runBounded(r.Context(), checks[name])
 		if err != nil {
 			failed = true
 			fmt.Fprintf(&out, "[-]%s failed: %v\n", name, err)
@@ -128,6 +126,22 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, endpoint st
 		_, _ = fmt.Fprint(w, out.String())
 	}
 	_, _ = fmt.Fprint(w, "ok")
+}
+
+// runBounded runs check for at most checkTimeout, even if it ignores its
+// context (a probe that outlasts the kubelet's timeout fails there anyway,
+// and says nothing about why).
+func runBounded(parent context.Context, check Check) error {
+	ctx, cancel := context.WithTimeout(parent, checkTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- check(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no answer within %v: %w", checkTimeout, ctx.Err())
+	}
 }
 
 // Run listens on the configured addresses and serves until ctx is done, then
@@ -187,30 +201,62 @@ func (s *Server) Run(ctx context.Context) error {
 // RideOut is check as the readiness of a process that keeps serving from its
 // last view when the dependency check probes goes away: it fails until
 // check first succeeds, and afterwards only once check has failed for longer
-// than horizon since its last success. The hub's DNS traffic manager and
+// than horizon since its last success. After that first success it answers
+// at once from the last result while check runs in the background (one at a
+// time, bounded by checkTimeout): a dependency that hangs must not make the
+// probe outlast the kubelet's timeout. The hub's DNS traffic manager and
 // webhook serve without the host apiserver; a replica going unready the
 // moment that apiserver is unreachable would take its answers off its
 // Service for nothing.
 func RideOut(check Check, horizon time.Duration, now func() time.Time) Check {
-	var (
-		mu     sync.Mutex
-		lastOK time.Time
-	)
-	return func(ctx context.Context) error {
-		err := check(ctx)
-		mu.Lock()
-		defer mu.Unlock()
-		t := now()
-		if err == nil {
-			lastOK = t
-			return nil
-		}
-		if !lastOK.IsZero() && t.Sub(lastOK) <= horizon {
-			return nil
-		}
-		if !lastOK.IsZero() {
-			return fmt.Errorf("%w (failing since at least %s, past %s)", err, lastOK.Format(time.RFC3339), horizon)
-		}
+	r := &rideOut{check: check, horizon: horizon, now: now}
+	return r.ready
+}
+
+type rideOut struct {
+	check   Check
+	horizon time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	lastOK  time.Time
+	lastErr error
+	running bool
+}
+
+func (r *rideOut) ready(ctx context.Context) error {
+	r.mu.Lock()
+	passed := !r.lastOK.IsZero()
+	r.mu.Unlock()
+	if !passed {
+		err := r.check(ctx)
+		r.record(r.now(), err)
 		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running {
+		r.running = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+			defer cancel()
+			start := r.now()
+			err := r.check(ctx)
+			r.record(start, err)
+		}()
+	}
+	if r.lastErr == nil || r.now().Sub(r.lastOK) <= r.horizon {
+		return nil
+	}
+	return fmt.Errorf("%w (failing since at least %s, past %s)", r.lastErr, r.lastOK.Format(time.RFC3339), r.horizon)
+}
+
+func (r *rideOut) record(start time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = false
+	r.lastErr = err
+	if err == nil && start.After(r.lastOK) {
+		r.lastOK = start
 	}
 }
