@@ -227,7 +227,72 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		Expect(ips).To(ConsistOf(lbIP[m1], lbIP[m2]))
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_dns_traffic_queries_total", `result="nxdomain"`)).To(BeNumerically(">=", 1))
 	})
+
+	// Issue 37's first drill: the host cluster's apiserver and etcd stop.
+	// Before, the hub exited 4 s in (it could not renew its Lease) and every
+	// answer stopped. Now the hub process stays, stops deciding, and answers
+	// every query from its last view, telling EDNS clients it is stale;
+	// when the host cluster returns it leads again.
+	It("keeps answering from its last view while the host cluster is down, and leads again when it returns", func(ctx SpecContext) {
+		hub := env.Prefix + "-hub"
+		Expect(env.Ctl(ctx, "stop-cluster", hub)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = env.Ctl(ctx, "start-cluster", hub) })
+		stale := func(g Gomega) {
+			rcode, ips, ede := lookupEDNS(ctx, host)
+			g.Expect(rcode).To(Equal(dns.RcodeSuccess))
+			g.Expect(ips).To(ConsistOf(lbIP[m1], lbIP[m2]), "the last view's answers")
+			g.Expect(ede).To(ContainElement(dns.ExtendedErrorCodeStaleAnswer), "marked stale")
+		}
+		// Renew deadline (10s at the defaults) plus a freshness check (5s).
+		Eventually(ctx, stale).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leader")).To(Equal(0.0), "no decisions without the host apiserver")
+		Consistently(ctx, func(g Gomega) {
+			stale(g)
+			g.Expect(env.Ctl(ctx, "pid", "hub")).To(Succeed(), "the hub process keeps running")
+			_, err := httpGet(ctx, env.HubHealth, "/readyz")
+			g.Expect(err).NotTo(HaveOccurred(), "the hub stays ready")
+		}).WithTimeout(15 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+
+		Expect(env.Ctl(ctx, "start-cluster", hub)).To(Succeed())
+		eventually(ctx, func(g Gomega) {
+			rcode, ips, ede := lookupEDNS(ctx, host)
+			g.Expect(rcode).To(Equal(dns.RcodeSuccess))
+			g.Expect(ips).To(ConsistOf(lbIP[m1], lbIP[m2]))
+			g.Expect(ede).To(BeEmpty(), "current again")
+			g.Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leader")).To(Equal(1.0), "leading again, without a restart")
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leadership_lost_total")).To(BeNumerically(">=", 1))
+		expectTraffic(ctx, flotilla, ns, host, nil, lbIP[m1], lbIP[m2])
+	})
 })
+
+// lookupEDNS asks the hub's DNS traffic manager with EDNS, and returns the
+// rcode, the addresses (sorted) and the Extended DNS Error codes.
+func lookupEDNS(ctx context.Context, name string) (int, []string, []uint16) {
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	msg.SetEdns0(1232, false)
+	reply, _, err := new(dns.Client).ExchangeContext(ctx, msg, env.HubDNS)
+	if err != nil {
+		return -1, nil, nil
+	}
+	var ips []string
+	for _, rr := range reply.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	slices.Sort(ips)
+	var ede []uint16
+	if o := reply.IsEdns0(); o != nil {
+		for _, opt := range o.Option {
+			if e, ok := opt.(*dns.EDNS0_EDE); ok {
+				ede = append(ede, e.InfoCode)
+			}
+		}
+	}
+	return reply.Rcode, ips, ede
+}
 
 // expectTraffic waits until the ingress blocks exactly blocked and serves,
 // in its status and in the hub's DNS answers for host, exactly ips.
