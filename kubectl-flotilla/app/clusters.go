@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,9 +25,73 @@ const GuardUnknown = "unknown"
 
 // ClustersView is `kubectl flotilla clusters`.
 type ClustersView struct {
+	// Hub is which hub replica leads, from the hub's leader-election Lease.
+	Hub HubView `json:"hub"`
 	// Guard is the fleet guard's published verdict.
 	Guard    GuardView        `json:"guard"`
 	Clusters []ClusterSummary `json:"clusters"`
+}
+
+// HubView is which hub replica decides, and since when.
+type HubView struct {
+	// Leader is the Lease holder ("" when none or unread).
+	Leader string `json:"leader,omitempty"`
+	// Since is when the leader acquired the Lease; LastRenewal its last
+	// renewal.
+	Since       *metav1.Time `json:"since,omitempty"`
+	LastRenewal *metav1.Time `json:"lastRenewal,omitempty"`
+	// Current: renewed within the Lease duration, so the holder is
+	// deciding now. False with a Leader: the holder has stopped renewing
+	// (its host apiserver was away, or it is gone) and nothing decides
+	// until a replica takes the Lease.
+	Current bool `json:"current"`
+	// Transitions counts the times the Lease changed hands.
+	Transitions int32 `json:"transitions,omitempty"`
+	// Problem says why the Lease could not be read.
+	Problem string `json:"problem,omitempty"`
+}
+
+// HubLeaseName is the hub's leader-election Lease (its
+// --leader-elect-resource-name default).
+const HubLeaseName = "flotilla-hub"
+
+// BuildHubView reads the hub's leader-election Lease (nil when missing) at
+// now.
+func BuildHubView(lease *coordinationv1.Lease, now time.Time) HubView {
+	var v HubView
+	if lease == nil {
+		return v
+	}
+	if h := lease.Spec.HolderIdentity; h != nil {
+		v.Leader = *h
+	}
+	if t := lease.Spec.AcquireTime; t != nil {
+		v.Since = &metav1.Time{Time: t.Time}
+	}
+	if t := lease.Spec.RenewTime; t != nil {
+		v.LastRenewal = &metav1.Time{Time: t.Time}
+	}
+	if n := lease.Spec.LeaseTransitions; n != nil {
+		v.Transitions = *n
+	}
+	if v.Leader != "" && v.LastRenewal != nil && lease.Spec.LeaseDurationSeconds != nil {
+		v.Current = now.Before(v.LastRenewal.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second))
+	}
+	return v
+}
+
+// hubLine is the one-line summary above the clusters table.
+func hubLine(v HubView, now time.Time) string {
+	switch {
+	case v.Problem != "":
+		return "Hub: unknown (" + v.Problem + ")"
+	case v.Leader == "":
+		return "Hub: no leader"
+	case v.Current:
+		return fmt.Sprintf("Hub: %s leads, since %s ago (renewed %s ago)", v.Leader, age(now, v.Since), age(now, v.LastRenewal))
+	default:
+		return fmt.Sprintf("Hub: no leader deciding: %s last renewed %s ago, past its Lease", v.Leader, age(now, v.LastRenewal))
+	}
 }
 
 // GuardView is the fleet-wide verdict; Mode is "unknown" when the hub has
@@ -169,18 +234,33 @@ func (o *Options) clustersView(ctx context.Context, c *clients) (ClustersView, e
 		}
 		cm = nil
 	}
-	return BuildClustersView(list.Items, leases, cm), nil
+	v := BuildClustersView(list.Items, leases, cm)
+	hubLease, err := c.kube.CoordinationV1().Leases(o.HubNamespace).Get(ctx, HubLeaseName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		hubLease = nil
+	case err != nil:
+		v.Hub.Problem = err.Error()
+		hubLease = nil
+	}
+	if v.Hub.Problem == "" {
+		v.Hub = BuildHubView(hubLease, o.Now())
+	}
+	return v, nil
 }
 
 func (o *Options) printClusters(v ClustersView) error {
 	if done, err := o.printStructured(v); done {
 		return err
 	}
+	now := o.Now()
+	if _, err := fmt.Fprintln(o.Out, printable(hubLine(v.Hub, now))); err != nil {
+		return err
+	}
 	if len(v.Clusters) == 0 {
 		_, err := fmt.Fprintln(o.ErrOut, "No clusters found.")
 		return err
 	}
-	now := o.Now()
 	headers := []string{"NAME", "READY", "REASON", "TAINTS", "GUARD", "LAST-HEARTBEAT", "REMEDY"}
 	wide := o.Output == "wide"
 	if wide {
