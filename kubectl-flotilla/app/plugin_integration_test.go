@@ -48,7 +48,8 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	kubeconfig := env.KubeconfigFor(t, env.Config)
 	opts := hubapp.NewOptions()
 	opts.Kubeconfig = kubeconfig
-	opts.LeaderElection.LeaderElect = false
+	// Leader-elected, as installed: the clusters view says which replica leads.
+	opts.LeaderElection.LeaderElect = true
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	// No agent renews the Leases: keep the clusters out of Unknown.
 	opts.ClusterStartupGracePeriod, opts.ClusterMonitorGracePeriod = time.Hour, time.Hour
@@ -168,6 +169,9 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	if cv.Guard.Mode != "Normal" || len(cv.Clusters) != 3 {
 		t.Fatalf("clusters view %+v", cv)
 	}
+	if !cv.Hub.Current || cv.Hub.Leader == "" || cv.Hub.Since == nil {
+		t.Errorf("hub %+v, want the leading replica, current, with its start", cv.Hub)
+	}
 	m1, m3 := cv.Clusters[0], cv.Clusters[2]
 	if m1.Name != "member1" || m1.Ready != "True" || m1.ReadyReason != "ClusterReady" || m1.LastHeartbeat == nil ||
 		!m1.LastHeartbeat.Time.Equal(renewed.Truncate(time.Second)) || m1.Agent != "agent-7f9c" || m1.RegionGuard != "Normal" {
@@ -177,7 +181,7 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 		t.Errorf("member3 %+v", m3)
 	}
 	table := mustRun("clusters", "-o", "wide")
-	for _, want := range []string{"NAME", "GUARD", "LAST-HEARTBEAT", "Normal/Normal", "example.com/maintenance:NoSchedule", "<never>", "agent-7f9c", "v1.31.0"} {
+	for _, want := range []string{"Hub: " + cv.Hub.Leader + " leads, since", "NAME", "GUARD", "LAST-HEARTBEAT", "Normal/Normal", "example.com/maintenance:NoSchedule", "<never>", "agent-7f9c", "v1.31.0"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("clusters table lacks %q", want)
 		}
@@ -185,7 +189,7 @@ func TestKubectlFlotillaAgainstTheHub(t *testing.T) {
 	// A hub that publishes nothing (older, or in another namespace): the
 	// guard is unknown, not an error.
 	out := mustRun("clusters", "--hub-namespace", "elsewhere")
-	if !strings.Contains(out, "unknown/unknown") {
+	if !strings.Contains(out, "unknown/unknown") || !strings.Contains(out, "Hub: no leader") {
 		t.Errorf("without the guard ConfigMap the guard is not unknown:\n%s", out)
 	}
 
