@@ -96,25 +96,27 @@ func (f *freshness) once(ctx context.Context, log func(stale bool, err error, ag
 // markStale makes resp say how current its data is: a stale view's answers
 // carry RFC 8914 Extended DNS Error 3 (Stale Answer) where the client speaks
 // EDNS; an expired view's are replaced by SERVFAIL with EDE 0 (Other) saying
-// why.
+// why. Only replies that come from the view change: a malformed query's
+// FORMERR, NOTIMP or BADVERS stays what it is.
 func markStale(resp *dns.Msg, st viewState) {
 	if !st.Stale {
 		return
 	}
-	opt := resp.IsEdns0()
-	if st.Expired {
-		resp.Rcode = dns.RcodeServerFailure
-		resp.Answer, resp.Ns = nil, nil
-		resp.Authoritative = false
-	}
-	if opt == nil || resp.Rcode == dns.RcodeFormatError || resp.Rcode == dns.RcodeBadVers {
+	switch resp.Rcode {
+	case dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeRefused:
+	default:
 		return
 	}
 	ede := &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeStaleAnswer,
 		ExtraText: fmt.Sprintf("flotilla hub: host apiserver unanswered for %s", st.Age.Truncate(time.Second))}
 	if st.Expired {
+		resp.Rcode = dns.RcodeServerFailure
+		resp.Answer, resp.Ns = nil, nil
+		resp.Authoritative = false
 		ede.InfoCode = dns.ExtendedErrorCodeOther
 		ede.ExtraText = fmt.Sprintf("flotilla hub: view older than its stale horizon (%s unanswered)", st.Age.Truncate(time.Second))
 	}
-	opt.Option = append(opt.Option, ede)
+	if opt := resp.IsEdns0(); opt != nil {
+		opt.Option = append(opt.Option, ede)
+	}
 }

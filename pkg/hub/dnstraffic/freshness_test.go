@@ -108,6 +108,14 @@ func TestStaleViewIsServedUpToTheHorizon(t *testing.T) {
 	if s.Ready() == nil {
 		t.Fatal("past the horizon: Ready, want not ready (no DNS traffic to this replica)")
 	}
+	// A malformed query's reply does not come from the view: it stays.
+	bad := query("web.example.com.", dns.TypeA)
+	bad.Opcode = dns.OpcodeUpdate
+	w := &fakeWriter{}
+	s.ServeDNS(w, bad)
+	if len(w.msgs) != 1 || w.msgs[0].Rcode != dns.RcodeNotImplemented {
+		t.Fatalf("past the horizon, an UPDATE: %v, want NOTIMP", w.msgs)
+	}
 
 	apiserverDown.Store(false)
 	clk.Step(time.Second)
