@@ -300,6 +300,68 @@ var _ = Describe("Real nodes", Ordered, func() {
 			g.Expect(clusterCondition(ctx, g, m2.Name, clusterv1alpha1.ClusterConditionServiceDomainNameResolutionReady).Status).To(Equal(metav1.ConditionTrue))
 		}).WithTimeout(timings.DNSSuccessThreshold + 90*time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		expectAnswers(ctx, hubDNS, host, webNS, nil, lbIP[m1.Name], lbIP[m2.Name])
+
+		By("stopping the hub's host apiserver and etcd alone: the hub pods go on answering, marked stale")
+		restarts := func(g Gomega) map[string]int32 {
+			pods, err := hubKube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: hubSelector})
+			g.Expect(err).NotTo(HaveOccurred())
+			out := map[string]int32{}
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					out[p.Name+"/"+cs.Name] = cs.RestartCount
+				}
+			}
+			return out
+		}
+		before := restarts(Default)
+		Expect(before).NotTo(BeEmpty())
+		Expect(ctl(ctx, "stop-apiserver", "hub")).To(Succeed())
+		resumed := false
+		resume := func(ctx context.Context) {
+			if !resumed {
+				resumed = true
+				Expect(ctl(ctx, "start-apiserver", "hub")).To(Succeed())
+			}
+		}
+		DeferCleanup(resume)
+		stopped := time.Now()
+		staleAnswer := func(g Gomega) {
+			msg := new(dns.Msg)
+			msg.SetQuestion(dns.Fqdn(host), dns.TypeA)
+			msg.SetEdns0(1232, false)
+			reply, _, err := (&dns.Client{Timeout: 2 * time.Second}).ExchangeContext(ctx, msg, hubDNS)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(reply.Rcode).To(Equal(dns.RcodeSuccess))
+			var got []string
+			for _, rr := range reply.Answer {
+				if a, ok := rr.(*dns.A); ok {
+					got = append(got, a.A.String())
+				}
+			}
+			g.Expect(got).To(ConsistOf(lbIP[m1.Name], lbIP[m2.Name]), "the last view's answers")
+			var ede []uint16
+			if o := reply.IsEdns0(); o != nil {
+				for _, opt := range o.Option {
+					if e, ok := opt.(*dns.EDNS0_EDE); ok {
+						ede = append(ede, e.InfoCode)
+					}
+				}
+			}
+			g.Expect(ede).To(ContainElement(dns.ExtendedErrorCodeStaleAnswer))
+		}
+		Eventually(ctx, staleAnswer).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("hub DNS stale-marked %s after its apiserver stopped\n", time.Since(stopped).Round(time.Second))
+		// Well past the leader's renew deadline: answers never stopped.
+		Consistently(ctx, staleAnswer).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(Succeed())
+		resume(ctx)
+		By("the apiserver back: the same pods answer, current, with no restart")
+		expectAnswers(ctx, hubDNS, host, webNS, nil, lbIP[m1.Name], lbIP[m2.Name])
+		// The kubelets report again once the apiserver answers; a restart
+		// would show within their status sync.
+		Consistently(ctx, func(g Gomega) {
+			g.Expect(restarts(g)).To(Equal(before), "no hub container restarted")
+		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
+		leaderPodEventually(ctx, hubKube, system, hubSelector, "flotilla_hub_leader")
 	})
 
 	It("renews each agent's hub token with a TokenRequest and keeps it in the member Secret", func(ctx SpecContext) {
