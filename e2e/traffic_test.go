@@ -236,6 +236,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 	It("keeps answering from its last view while the host cluster is down, and leads again when it returns", func(ctx SpecContext) {
 		hub := env.Prefix + "-hub"
 		Expect(env.Ctl(ctx, "stop-cluster", hub)).To(Succeed())
+		stopped := time.Now()
 		DeferCleanup(func(ctx context.Context) { _ = env.Ctl(ctx, "start-cluster", hub) })
 		stale := func(g Gomega) {
 			rcode, ips, ede := lookupEDNS(ctx, host)
@@ -245,6 +246,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		}
 		// Renew deadline (10s at the defaults) plus a freshness check (5s).
 		Eventually(ctx, stale).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("answers marked stale %s after the host cluster stopped\n", time.Since(stopped).Round(100*time.Millisecond))
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leader")).To(Equal(0.0), "no decisions without the host apiserver")
 		Consistently(ctx, func(g Gomega) {
 			stale(g)
@@ -254,6 +256,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		}).WithTimeout(15 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		Expect(env.Ctl(ctx, "start-cluster", hub)).To(Succeed())
+		back := time.Now()
 		eventually(ctx, func(g Gomega) {
 			rcode, ips, ede := lookupEDNS(ctx, host)
 			g.Expect(rcode).To(Equal(dns.RcodeSuccess))
@@ -261,6 +264,7 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 			g.Expect(ede).To(BeEmpty(), "current again")
 			g.Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leader")).To(Equal(1.0), "leading again, without a restart")
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		GinkgoWriter.Printf("current and leading again %s after the host cluster's start returned\n", time.Since(back).Round(100*time.Millisecond))
 		Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leadership_lost_total")).To(BeNumerically(">=", 1))
 		expectTraffic(ctx, flotilla, ns, host, nil, lbIP[m1], lbIP[m2])
 	})
