@@ -247,7 +247,10 @@ var _ = Describe("Remedy and traffic control", Ordered, func() {
 		// Renew deadline (10s at the defaults) plus a freshness check (5s).
 		Eventually(ctx, stale).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("answers marked stale %s after the host cluster stopped\n", time.Since(stopped).Round(100*time.Millisecond))
-		Expect(metricSum(ctx, env.HubMetrics, "flotilla_hub_leader")).To(Equal(0.0), "no decisions without the host apiserver")
+		// The leader steps down at its renew deadline (10 s at the defaults).
+		Eventually(ctx, func() float64 { return metricSum(ctx, env.HubMetrics, "flotilla_hub_leader") }).
+			WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(Equal(0.0), "no decisions without the host apiserver")
+		GinkgoWriter.Printf("the leader stepped down %s after the host cluster stopped\n", time.Since(stopped).Round(100*time.Millisecond))
 		Consistently(ctx, func(g Gomega) {
 			stale(g)
 			g.Expect(env.Ctl(ctx, "pid", "hub")).To(Succeed(), "the hub process keeps running")
