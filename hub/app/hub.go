@@ -337,7 +337,7 @@ func Run(ctx context.Context, opts *Options) error {
 	// through an outage of it for the stale horizon, not to lose its DNS
 	// Service endpoints for nothing.
 	hostCheck := func(check healthserver.Check) healthserver.Check {
-		return healthserver.RideOut(check, opts.DNSTrafficStaleHorizon, time.Now)
+		return healthserver.RideOut(ctx, check, opts.DNSTrafficStaleHorizon, 5*time.Second, time.Now)
 	}
 	health.AddReadyzCheck("host-apiserver", hostCheck(cmdutil.APIServerReady(kube.Discovery().RESTClient())))
 	health.AddReadyzCheck("flotilla-crds", hostCheck(cmdutil.APIGroupsServed(kube.Discovery(), cmdutil.FlotillaGroupVersions...)))

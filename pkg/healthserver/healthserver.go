@@ -201,15 +201,27 @@ func (s *Server) Run(ctx context.Context) error {
 // RideOut is check as the readiness of a process that keeps serving from its
 // last view when the dependency check probes goes away: it fails until
 // check first succeeds, and afterwards only once check has failed for longer
-// than horizon since its last success. After that first success it answers
-// at once from the last result while check runs in the background (one at a
-// time, bounded by checkTimeout): a dependency that hangs must not make the
-// probe outlast the kubelet's timeout. The hub's DNS traffic manager and
-// webhook serve without the host apiserver; a replica going unready the
-// moment that apiserver is unreachable would take its answers off its
-// Service for nothing.
-func RideOut(check Check, horizon time.Duration, now func() time.Time) Check {
+// than horizon since its last success. It runs check itself every interval
+// until ctx ends, so the state does not depend on anyone probing before an
+// outage, and after the first success answers at once from the last result:
+// a dependency that hangs must not make the probe outlast the kubelet's
+// timeout. The hub's DNS traffic manager and webhook serve without the host
+// apiserver; a replica going unready the moment that apiserver is
+// unreachable would take its answers off its Service for nothing.
+func RideOut(ctx context.Context, check Check, horizon, interval time.Duration, now func() time.Time) Check {
 	r := &rideOut{check: check, horizon: horizon, now: now}
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			r.runOnce(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	return r.ready
 }
 
@@ -221,7 +233,18 @@ type rideOut struct {
 	mu      sync.Mutex
 	lastOK  time.Time
 	lastErr error
-	running bool
+}
+
+// runOnce runs the check, bounded by checkTimeout, and records the result.
+func (r *rideOut) runOnce(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	start := r.now()
+	err := r.check(cctx)
+	if ctx.Err() != nil {
+		return
+	}
+	r.record(start, err)
 }
 
 func (r *rideOut) ready(ctx context.Context) error {
@@ -229,22 +252,13 @@ func (r *rideOut) ready(ctx context.Context) error {
 	passed := !r.lastOK.IsZero()
 	r.mu.Unlock()
 	if !passed {
+		start := r.now()
 		err := r.check(ctx)
-		r.record(r.now(), err)
+		r.record(start, err)
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.running {
-		r.running = true
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-			defer cancel()
-			start := r.now()
-			err := r.check(ctx)
-			r.record(start, err)
-		}()
-	}
 	if r.lastErr == nil || r.now().Sub(r.lastOK) <= r.horizon {
 		return nil
 	}
@@ -254,7 +268,6 @@ func (r *rideOut) ready(ctx context.Context) error {
 func (r *rideOut) record(start time.Time, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.running = false
 	r.lastErr = err
 	if err == nil && start.After(r.lastOK) {
 		r.lastOK = start

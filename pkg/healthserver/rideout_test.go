@@ -4,66 +4,36 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// RideOut fails until its check first passes, then passes through failures
-// up to the horizon after the last success, and fails past it; once passed,
-// it answers at once even while the check hangs.
+// The ride-out rule: fail until the check first passes, pass through
+// failures up to the horizon after the last success, fail past it.
 func TestRideOut(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		now  = time.Unix(1_000_000, 0)
 		down bool
-		hang chan struct{}
-		runs int
 	)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	r := &rideOut{horizon: time.Minute, now: clock}
-	check := r.ready
-	r.check = func(context.Context) error {
+	set := func(d bool) { mu.Lock(); down = d; mu.Unlock() }
+	r := &rideOut{horizon: time.Minute, now: clock, check: func(context.Context) error {
 		mu.Lock()
-		runs++
-		d, h := down, hang
-		mu.Unlock()
-		if h != nil {
-			<-h
-		}
-		if d {
+		defer mu.Unlock()
+		if down {
 			return errors.New("connection refused")
 		}
 		return nil
-	}
+	}}
 	ctx := context.Background()
-	// settle waits for the background check to end.
-	settle := func() {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			r.mu.Lock()
-			running := r.running
-			r.mu.Unlock()
-			if !running {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the background check never ended")
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	// probe answers, and waits for the background check it starts.
-	probe := func() error {
-		err := check(ctx)
-		settle()
-		return err
-	}
-	set := func(d bool) { mu.Lock(); down = d; mu.Unlock() }
+	// probe is the background check followed by a readiness probe.
+	probe := func() error { r.runOnce(ctx); return r.ready(ctx) }
 
 	set(true)
-	if probe() == nil {
+	if r.ready(ctx) == nil {
 		t.Fatal("never passed: ready, want not ready")
 	}
 	set(false)
@@ -71,51 +41,55 @@ func TestRideOut(t *testing.T) {
 		t.Fatalf("passes: %v", err)
 	}
 	set(true)
-	_ = probe() // runs the check that fails; answers from the last (passing) result
-	for _, step := range []time.Duration{time.Second, 58 * time.Second} {
+	for _, step := range []time.Duration{time.Second, 59 * time.Second} {
 		advance(step)
 		if err := probe(); err != nil {
 			t.Fatalf("%v into the outage: %v, want ready", step, err)
 		}
 	}
-	advance(2 * time.Second)
-	_ = probe()
+	advance(time.Second)
 	if probe() == nil {
 		t.Fatal("past the horizon: ready, want not ready")
 	}
 	set(false)
-	_ = probe()
 	if err := probe(); err != nil {
 		t.Fatalf("back: %v", err)
 	}
+}
 
-	// A hanging check: the probe answers at once, and one check runs at a
-	// time however often it is probed.
-	mu.Lock()
-	hang = make(chan struct{})
-	before := runs
-	mu.Unlock()
-	for range 5 {
-		if err := check(ctx); err != nil {
-			t.Fatalf("while the check hangs: %v", err)
+// RideOut checks on its own: a process nobody probed before the outage
+// still rides it out, and a probe while the check hangs answers at once.
+func TestRideOutChecksWithoutProbes(t *testing.T) {
+	var down atomic.Bool
+	hang := make(chan struct{})
+	var calls atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := RideOut(ctx, func(ctx context.Context) error {
+		calls.Add(1)
+		if down.Load() {
+			select { // hangs, as a request to a stopped apiserver does
+			case <-hang:
+			case <-ctx.Done():
+			}
+			return errors.New("no answer")
 		}
-	}
+		return nil
+	}, time.Hour, 10*time.Millisecond, time.Now)
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		started := runs - before
-		mu.Unlock()
-		if started >= 1 || time.Now().After(deadline) {
-			break
+	for calls.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("RideOut never ran its check by itself")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	mu.Lock()
-	if got := runs - before; got != 1 {
-		t.Errorf("%d checks ran while one hung, want 1", got)
+	down.Store(true)
+	start := time.Now()
+	if err := ready(context.Background()); err != nil {
+		t.Fatalf("first probe, during the outage: %v, want ready", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the probe waited %v on a hanging check", d)
 	}
 	close(hang)
-	hang = nil
-	mu.Unlock()
-	settle()
 }
