@@ -165,6 +165,14 @@ type PropagationSpec struct {
 	// +optional
 	DependentOverrides []string `json:"dependentOverrides,omitempty"`
 
+	// RolloutStrategy says how a change of a selected template reaches
+	// the clusters: all at once (the default), a few clusters at a time,
+	// or group by group, each step gated by the copies' health, a soak
+	// time, approvals and analyses, halting (and rolling back) a revision
+	// that fails. See docs/rollout.md.
+	// +optional
+	RolloutStrategy *RolloutStrategy `json:"rolloutStrategy,omitempty"`
+
 	// ApplyStrategy is how the members write the propagated objects:
 	// ServerSideApply (keep them as the template says), CreateOnly (create a
 	// missing object, then leave it alone) or ReadOnly (never write; only

@@ -178,6 +178,10 @@ type ResourceTemplateStatus struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	WorkloadStatus *runtime.RawExtension `json:"workloadStatus,omitempty"`
+
+	// Rollout is the binding's rollout state, mirrored.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // +genclient
@@ -302,6 +306,10 @@ type ResourceBindingSpec struct {
 	// ApplyStrategy is copied from the policy.
 	// +optional
 	ApplyStrategy policyv1alpha1.ApplyStrategy `json:"applyStrategy,omitempty"`
+
+	// RolloutStrategy is copied from the policy.
+	// +optional
+	RolloutStrategy *policyv1alpha1.RolloutStrategy `json:"rolloutStrategy,omitempty"`
 
 	// RequiredBy lists the bindings of the workloads that depend on this
 	// binding's object (propagateDeps) and where they are placed; the
@@ -553,6 +561,11 @@ type ResourceBindingStatus struct {
 	// scheduler's last written decision (`kubectl flotilla explain`).
 	// +optional
 	SchedulingDecision *SchedulingDecision `json:"schedulingDecision,omitempty"`
+
+	// Rollout is the state of the template's newest revision: which
+	// revision each cluster runs, its group and verdict.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // FailoverHistoryLimit is how many entries status.failoverHistory keeps.
