@@ -469,6 +469,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		Failover:                    policy.Failover.DeepCopy(),
 		ConflictResolution:          policy.ConflictResolution,
 		ApplyStrategy:               policy.ApplyStrategy,
+		RolloutStrategy:             policy.RolloutStrategy.DeepCopy(),
 		PropagateDeps:               policy.PropagateDeps,
 		Suspension:                  policy.Suspension.DeepCopy(),
 		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
@@ -508,7 +509,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.Resource, updated.Spec.Replicas, updated.Spec.ReplicaRequirements = want.Resource, want.Replicas, want.ReplicaRequirements
 	updated.Spec.Placement, updated.Spec.Failover, updated.Spec.ConflictResolution = want.Placement, want.Failover, want.ConflictResolution
 	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
-	updated.Spec.ApplyStrategy = want.ApplyStrategy
+	updated.Spec.ApplyStrategy, updated.Spec.RolloutStrategy = want.ApplyStrategy, want.RolloutStrategy
 	updated.Spec.PropagateDeps = want.PropagateDeps
 	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName,
 		workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
@@ -704,8 +705,10 @@ func propagatedChanged(conds []metav1.Condition, status metav1.ConditionStatus, 
 func MirrorBinding(interpreter *resourceinterpreter.Interpreter, status *workv1alpha1.ResourceTemplateStatus, binding *workv1alpha1.ResourceBinding, generation int64) {
 	status.Clusters = binding.Spec.Clusters
 	status.AggregatedStatus = binding.Status.AggregatedStatus
+	status.Rollout = binding.Status.Rollout
 	for _, t := range []string{workv1alpha1.BindingConditionScheduled, workv1alpha1.BindingConditionFullyApplied, workv1alpha1.BindingConditionWorksUpToDate,
-		workv1alpha1.BindingConditionDependenciesResolved} {
+		workv1alpha1.BindingConditionDependenciesResolved, workv1alpha1.BindingConditionRolloutProgressing,
+		workv1alpha1.BindingConditionRolloutHalted, workv1alpha1.BindingConditionRolloutComplete} {
 		if cond := meta.FindStatusCondition(binding.Status.Conditions, t); cond != nil {
 			mirrored := *cond
 			mirrored.ObservedGeneration = generation

@@ -90,6 +90,12 @@ type RolloutStatus struct {
 	// +optional
 	Failures int32 `json:"failures,omitempty"`
 
+	// Resumed is the last rollout.flotilla.io/resume value the hub
+	// honoured: each value resumes once.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Resumed string `json:"resumed,omitempty"`
+
 	// Analysis is the state of the current group's analysis.
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
