@@ -457,8 +457,12 @@ func Run(ctx context.Context, opts *Options) error {
 			WithRecorder(recorder).WithDenials(statusDenials)
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
 			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses})
+		// Template revisions live in the hub's own namespace, where tenants
+		// cannot write; a staged rollout holds while the fleet guard sees
+		// fleet-wide disruption (one budget for changes and failures).
+		revisions := binding.NewRevisions(clients.kube("binding-revisions"), opts.LeaderElection.ResourceNamespace)
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
-			Statuses: bindingStatuses, Interpreter: interpreter})
+			Statuses: bindingStatuses, Interpreter: interpreter, Revisions: revisions, Hold: rolloutHold(guard)})
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
@@ -486,6 +490,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
+		revisions.Start(ctx)
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
@@ -661,4 +666,20 @@ func (b *clientBuilder) flotilla(name string) flotillaclient.Interface {
 // controllers' requests can never delay a renewal.
 func runLeaderElectedWith(ctx context.Context, clients *clientBuilder, le cmdutil.LeaderElectionOptions, lost prometheus.Counter, fn func(context.Context)) error {
 	return runLeaderElected(ctx, clients.kube("leader-election"), le, lost, fn)
+}
+
+// rolloutHold is the fleet guard's word on staged rollouts: none starts
+// updating a cluster before the guard has judged the fleet, nor while it
+// sees a partial or full disruption.
+func rolloutHold(guard *clustertaint.FleetGuard) func() string {
+	return func() string {
+		st := guard.State()
+		switch {
+		case !st.Evaluated:
+			return "the fleet guard has not judged the fleet yet"
+		case st.Mode != clustertaint.GuardNormal:
+			return fmt.Sprintf("the fleet guard sees %s (%d of %d clusters not Ready)", st.Mode, st.NotReady, st.Total)
+		}
+		return ""
+	}
 }

@@ -75,6 +75,9 @@ type Input struct {
 	Current *workv1alpha1.Work
 	// Interpreter revises the replicas; nil is the built-in interpreter.
 	Interpreter ReplicaReviser
+	// Revision is the template revision Object is (0: not recorded); the
+	// Work is annotated with it.
+	Revision int64
 }
 
 // Result is what the controller may say about a rendering besides the
@@ -139,6 +142,9 @@ func Work(in Input) (*workv1alpha1.Work, Result, error) {
 		workobjects.AnnotationCluster:          cluster.Name,
 		// What the Work renders, so a copy left behind can be told stale.
 		workv1alpha1.AnnotationTemplateGeneration: strconv.FormatInt(in.TemplateGeneration, 10),
+	}
+	if in.Revision > 0 {
+		annotations[workv1alpha1.AnnotationTemplateRevision] = strconv.FormatInt(in.Revision, 10)
 	}
 	if preservedState != "" {
 		annotations[workv1alpha1.AnnotationPreservedLabelState] = preservedState

@@ -106,20 +106,16 @@ type Event struct {
 // Event reasons.
 const (
 	ReasonGroupSucceeded    = "RolloutGroupSucceeded"
-	ReasonHalted            = "RolloutHalted"
-	ReasonRollingBack       = "RolloutRollingBack"
-	ReasonRolledBack        = "RolloutRolledBack"
-	ReasonComplete          = "RolloutComplete"
-	ReasonWaitingApproval   = "RolloutWaitingForApproval"
+	ReasonRollingBack       = "RollingBack"
+	ReasonRolledBack        = "RolledBack"
+	ReasonComplete          = "Complete"
+	ReasonWaitingApproval   = "WaitingForApproval"
 	ReasonAnalysisPaused    = "AnalysisInconclusive"
-	ReasonResumed           = "RolloutResumed"
+	ReasonResumed           = "Resumed"
 	ReasonFleetGuardHolds   = "FleetGuardHolds"
-	ReasonClusterFailed     = "RolloutClusterFailed"
+	ReasonClusterFailed     = "ClusterFailed"
 	ReasonAnalysisFailed    = "AnalysisFailed"
 	ReasonProgressing       = "Progressing"
-	ReasonNoStableToRollTo  = "NoStableRevision"
-	ReasonHaltedNoRollback  = "HaltedWithoutRollback"
-	ReasonRollbackCompleted = "RolledBackToStable"
 )
 
 // Decision is what Decide returns.
@@ -184,8 +180,9 @@ func settled(in Input, d Decision, all bool) Decision {
 		}
 		st.Clusters = append(st.Clusters, cs)
 	}
+	st.Reason = ReasonComplete
 	if pending > 0 {
-		st.Phase = workv1alpha1.RolloutPhaseProgressing
+		st.Phase, st.Reason = workv1alpha1.RolloutPhaseProgressing, ReasonProgressing
 		st.Message = fmt.Sprintf("%d of %d clusters run revision %d Healthy", len(in.Clusters)-pending, len(in.Clusters), in.Target)
 	} else {
 		st.Message = fmt.Sprintf("every cluster runs revision %d", in.Target)
@@ -343,7 +340,7 @@ func progressive(in Input, d Decision) Decision {
 	same := prev != nil && prev.Revision == in.Target
 	if same {
 		st.Phase, st.Group, st.HaltedTime, st.Failures, st.Resumed = prev.Phase, prev.Group, prev.HaltedTime, prev.Failures, prev.Resumed
-		st.Message = prev.Message
+		st.Message, st.Reason = prev.Message, prev.Reason
 	}
 	prevClusters := previousClusters(in)
 	if !same {
@@ -468,10 +465,10 @@ func progressive(in Input, d Decision) Decision {
 	st.Failures = int32(failures)
 
 	if !halted(st.Phase) && failures > maxFailures {
-		st.Phase, st.HaltedTime = workv1alpha1.RolloutPhaseHalted, &now
+		st.Phase, st.HaltedTime, st.Reason = workv1alpha1.RolloutPhaseHalted, &now, ReasonClusterFailed
 		st.Message = statuslimits.Text(fmt.Sprintf("revision %d halted in group %s: %d cluster(s) failed (maxFailures %d): %s; no further cluster receives it",
 			in.Target, groupName(gs, gi), failures, maxFailures, statuslimits.Join(failed, ", ", 512, "clusters")), 4096)
-		d.Events = append(d.Events, Event{"Warning", ReasonHalted, st.Message})
+		d.Events = append(d.Events, Event{"Warning", "RolloutHalted", st.Message})
 	}
 
 	// Advance through the groups that succeeded.
@@ -485,12 +482,12 @@ func progressive(in Input, d Decision) Decision {
 			}
 			if !ok {
 				if wait != "" {
-					st.Phase, st.Message = workv1alpha1.RolloutPhaseWaiting, msg
+					st.Phase, st.Message, st.Reason = workv1alpha1.RolloutPhaseWaiting, msg, wait
 					if prev == nil || !same || prev.Phase != workv1alpha1.RolloutPhaseWaiting || prev.Group != g.name {
 						d.Events = append(d.Events, Event{"Normal", wait, msg})
 					}
 				} else {
-					st.Phase, st.Message = workv1alpha1.RolloutPhaseProgressing, msg
+					st.Phase, st.Message, st.Reason = workv1alpha1.RolloutPhaseProgressing, msg, ReasonProgressing
 				}
 				break
 			}
@@ -499,7 +496,7 @@ func progressive(in Input, d Decision) Decision {
 			gi++
 		}
 		if gi >= len(gs) && st.Phase != workv1alpha1.RolloutPhaseHalted {
-			st.Phase = workv1alpha1.RolloutPhaseComplete
+			st.Phase, st.Reason = workv1alpha1.RolloutPhaseComplete, ReasonComplete
 			st.Message = fmt.Sprintf("revision %d succeeded in every group", in.Target)
 			d.Stable, st.StableRevision = in.Target, in.Target
 			d.Events = append(d.Events, Event{"Normal", ReasonComplete, st.Message})
@@ -555,7 +552,8 @@ func progressive(in Input, d Decision) Decision {
 			}
 		}
 		if in.Hold != "" && st.Phase == workv1alpha1.RolloutPhaseProgressing {
-			st.Phase, st.Message = workv1alpha1.RolloutPhaseWaiting, statuslimits.Text("no cluster starts updating: "+in.Hold, 4096)
+			st.Phase, st.Reason = workv1alpha1.RolloutPhaseWaiting, ReasonFleetGuardHolds
+			st.Message = statuslimits.Text("no cluster starts updating: "+in.Hold, 4096)
 			if prev == nil || !same || prev.Phase != workv1alpha1.RolloutPhaseWaiting {
 				d.Events = append(d.Events, Event{"Normal", ReasonFleetGuardHolds, st.Message})
 			}
@@ -645,7 +643,7 @@ func groupDone(in Input, g group, gi int, verdicts map[string]*workv1alpha1.Clus
 		switch as.Phase {
 		case workv1alpha1.AnalysisSuccessful:
 		case workv1alpha1.AnalysisFailed:
-			st.Phase, st.HaltedTime = workv1alpha1.RolloutPhaseHalted, ptrTime(in.Now)
+			st.Phase, st.HaltedTime, st.Reason = workv1alpha1.RolloutPhaseHalted, ptrTime(in.Now), ReasonAnalysisFailed
 			st.Message = statuslimits.Text(fmt.Sprintf("revision %d halted in group %s: its analysis failed: %s; no further cluster receives it", in.Target, g.name, as.Message), 4096)
 			d.Events = append(d.Events, Event{"Warning", ReasonAnalysisFailed, st.Message})
 			return false, "", st.Message
@@ -730,9 +728,9 @@ func rollback(in Input, gs []group, verdicts map[string]*workv1alpha1.ClusterRol
 	}
 	prevPhase := st.Phase
 	if remaining > 0 || inFlight > 0 {
-		st.Phase = workv1alpha1.RolloutPhaseRollingBack
+		st.Phase, st.Reason = workv1alpha1.RolloutPhaseRollingBack, ReasonRollingBack
 	} else {
-		st.Phase = workv1alpha1.RolloutPhaseRolledBack
+		st.Phase, st.Reason = workv1alpha1.RolloutPhaseRolledBack, ReasonRolledBack
 	}
 	if st.Phase != prevPhase {
 		switch st.Phase {
@@ -760,4 +758,27 @@ func boundClusters(cs []workv1alpha1.ClusterRolloutStatus) []workv1alpha1.Cluste
 		return cs[:workv1alpha1.RolloutStatusMaxClusters]
 	}
 	return cs
+}
+
+// Conditions are the binding's RolloutProgressing, RolloutHalted and
+// RolloutComplete conditions for st.
+func Conditions(st workv1alpha1.RolloutStatus, generation int64) []metav1.Condition {
+	reason := st.Reason
+	if reason == "" {
+		reason = string(st.Phase)
+	}
+	msg := st.Message
+	cond := func(t string, ok bool) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation}
+	}
+	p := st.Phase
+	return []metav1.Condition{
+		cond(workv1alpha1.BindingConditionRolloutProgressing, p == workv1alpha1.RolloutPhaseProgressing || p == workv1alpha1.RolloutPhaseRollingBack),
+		cond(workv1alpha1.BindingConditionRolloutHalted, halted(p)),
+		cond(workv1alpha1.BindingConditionRolloutComplete, p == workv1alpha1.RolloutPhaseComplete),
+	}
 }

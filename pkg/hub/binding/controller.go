@@ -47,6 +47,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/render"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/rollout"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -93,6 +94,15 @@ type Options struct {
 	// Interpreter revises a Work's replicas to its cluster's share,
 	// customizations first; nil is the built-in interpreter.
 	Interpreter *resourceinterpreter.Interpreter
+	// Revisions keeps the templates' revisions and makes rollouts staged;
+	// nil keeps none: every change goes to every cluster at once.
+	Revisions *Revisions
+	// Hold, when it returns a reason, keeps staged rollouts from starting
+	// to update any cluster (the fleet guard sees fleet-wide disruption).
+	Hold func() string
+	// Analyzer runs the rollout groups' analyses; nil: every analysis is
+	// inconclusive.
+	Analyzer Analyzer
 }
 
 // Controller is the binding controller.
@@ -175,7 +185,11 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	for _, inf := range []cache.SharedIndexInformer{rt.Informer(), crt.Informer()} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: templateChanged, DeleteFunc: templateChanged,
 			UpdateFunc: func(o, n any) {
-				if o.(metav1.Object).GetGeneration() != n.(metav1.Object).GetGeneration() {
+				oo, no := o.(metav1.Object), n.(metav1.Object)
+				// A person steers a rollout with annotations.
+				if oo.GetGeneration() != no.GetGeneration() ||
+					oo.GetAnnotations()[workv1alpha1.AnnotationRolloutApprove] != no.GetAnnotations()[workv1alpha1.AnnotationRolloutApprove] ||
+					oo.GetAnnotations()[workv1alpha1.AnnotationRolloutResume] != no.GetAnnotations()[workv1alpha1.AnnotationRolloutResume] {
 					templateChanged(n)
 				}
 			}})
@@ -188,8 +202,11 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		UpdateFunc: func(o, n any) {
 			// Override rules select clusters by name, labels and fields.
 			oc, nc := o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster)
+			// Rollouts count a cluster that is not Ready as lost.
 			if !apiequality.Semantic.DeepEqual(oc.Labels, nc.Labels) || oc.Spec.Provider != nc.Spec.Provider ||
-				oc.Spec.Region != nc.Spec.Region || !slices.Equal(oc.Spec.Zones, nc.Spec.Zones) {
+				oc.Spec.Region != nc.Spec.Region || !slices.Equal(oc.Spec.Zones, nc.Spec.Zones) ||
+				meta.IsStatusConditionTrue(oc.Status.Conditions, clusterv1alpha1.ClusterConditionReady) !=
+					meta.IsStatusConditionTrue(nc.Status.Conditions, clusterv1alpha1.ClusterConditionReady) {
 				c.enqueueAll()
 			}
 		}})
@@ -197,6 +214,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	// (replicaRevision): render every binding again (rare, admin-made).
 	opts.Interpreter.OnChange(func(schema.GroupVersionKind) { c.enqueueAll() })
 	c.synced = append(c.synced, opts.Interpreter.HasSynced)
+	if opts.Revisions != nil {
+		c.synced = append(c.synced, opts.Revisions.HasSynced)
+	}
 	return c
 }
 
@@ -295,7 +315,19 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		// template why not. Until then the Works stay as they are.
 		return nil
 	}
-	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation)
+	plan := c.planRollout(ctx, binding, tmpl.Annotations, obj, tmpl.Generation)
+	if plan != nil && plan.failed != nil {
+		c.event(binding, "Warning", ReasonRevisionNotRecorded, plan.failed.Error())
+		if werr := c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
+			for _, cond := range rolloutFailedConditions(binding, plan.failed) {
+				meta.SetStatusCondition(&s.Conditions, cond)
+			}
+		}, bindingstatus.Settled); werr != nil {
+			klog.FromContext(ctx).Error(werr, "Writing the binding's rollout condition", "binding", workobjects.Key(binding))
+		}
+		return plan.failed
+	}
+	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation, plan)
 	if err != nil {
 		if d, ok := forbidden.Parse(err); ok {
 			return c.refused(ctx, binding, d, err)
@@ -311,7 +343,11 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		}
 		return err
 	}
-	return c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation)
+	if err := c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation, plan); err != nil {
+		return err
+	}
+	c.requeueRollout(key, plan)
+	return nil
 }
 
 // refused says on the binding that the apiserver refused the hub a write
@@ -353,6 +389,11 @@ func (c *Controller) finalize(ctx context.Context, binding *workv1alpha1.Resourc
 	}
 	for _, w := range works {
 		if err := c.deleteWork(ctx, w); err != nil {
+			return err
+		}
+	}
+	if c.opts.Revisions != nil {
+		if err := c.opts.Revisions.DeleteAll(ctx, binding); err != nil {
 			return err
 		}
 	}
@@ -408,7 +449,7 @@ func (c *Controller) count(op string) {
 // status of the stored Work is judged, and the clusters whose stored Work
 // is now the one wanted (rendered from templateGeneration).
 func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured,
-	templateGeneration int64) (map[string]error, map[string]*workv1alpha1.WorkSpec, map[string]bool, error) {
+	templateGeneration int64, plan *rolloutPlan) (map[string]error, map[string]*workv1alpha1.WorkSpec, map[string]bool, error) {
 	overrideErrs := map[string]error{}
 	wants := map[string]*workv1alpha1.WorkSpec{}
 	current := map[string]bool{}
@@ -431,8 +472,22 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			continue
 		}
 		stored := c.currentWork(binding, cluster.Name)
-		want, _, err := render.Work(render.Input{Binding: binding, Object: obj, TemplateGeneration: templateGeneration, Cluster: cluster,
-			ClusterOverridePolicies: clusterPolicies, OverridePolicies: policies, Current: stored, Interpreter: c.opts.Interpreter})
+		object, revision, generation := obj, int64(0), templateGeneration
+		if plan != nil {
+			if plan.hold[target.Name] {
+				current[target.Name] = stored != nil
+				continue
+			}
+			if object = plan.objects[target.Name]; object == nil {
+				continue // its rollout group is not reached and nothing is stable yet
+			}
+			revision = plan.revs[target.Name]
+			if revision != plan.decision.Status.Revision {
+				generation = c.opts.Revisions.generationOf(binding, revision, templateGeneration)
+			}
+		}
+		want, _, err := render.Work(render.Input{Binding: binding, Object: object, TemplateGeneration: generation, Cluster: cluster,
+			ClusterOverridePolicies: clusterPolicies, OverridePolicies: policies, Current: stored, Interpreter: c.opts.Interpreter, Revision: revision})
 		if err != nil {
 			overrideErrs[target.Name] = err
 			reason := EventApplyOverrideFailed
@@ -624,7 +679,7 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 
 // updateStatus sums the target clusters' Works into the binding's status.
 func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error,
-	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64) error {
+	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64, plan *rolloutPlan) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
 	targets := render.Targets(binding)
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(targets))
@@ -646,14 +701,39 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 	upToDate := worksUpToDate(binding, templateGeneration, copies)
 	meta.SetStatusCondition(&updated.Conditions, applied)
 	meta.SetStatusCondition(&updated.Conditions, upToDate)
+	var rolloutStatus *workv1alpha1.RolloutStatus
+	var rolloutConds []metav1.Condition
+	if plan != nil {
+		st := plan.decision.Status
+		rolloutStatus = &st
+		rolloutConds = rollout.Conditions(st, binding.Generation)
+		updated.Rollout = rolloutStatus
+		for _, cond := range rolloutConds {
+			meta.SetStatusCondition(&updated.Conditions, cond)
+		}
+	}
 	if apiequality.Semantic.DeepEqual(*updated, binding.Status) {
 		return nil
 	}
-	return c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
+	err := c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
 		s.AggregatedStatus = items
 		meta.SetStatusCondition(&s.Conditions, applied)
 		meta.SetStatusCondition(&s.Conditions, upToDate)
+		if rolloutStatus != nil {
+			s.Rollout = rolloutStatus
+			for _, cond := range rolloutConds {
+				meta.SetStatusCondition(&s.Conditions, cond)
+			}
+		}
 	}, stage(binding, items, applied))
+	if err == nil && plan != nil {
+		// Said once the decision is recorded: a sync whose write failed
+		// decides, and says it, again.
+		for _, e := range plan.decision.Events {
+			c.event(binding, e.Type, e.Reason, e.Message)
+		}
+	}
+	return err
 }
 
 // author names the binding controller's part of a binding status.

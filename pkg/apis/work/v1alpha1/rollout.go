@@ -67,6 +67,12 @@ type RolloutStatus struct {
 	// Complete.
 	Phase RolloutPhase `json:"phase"`
 
+	// Reason is a CamelCase word for why the rollout is in its phase
+	// (the reason of its conditions), e.g. WaitingForApproval.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
 	// Group is the group the rollout is in (Progressing, Waiting) or
 	// halted in.
 	// +kubebuilder:validation:MaxLength=63
