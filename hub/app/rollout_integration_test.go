@@ -1,0 +1,230 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/workobjects"
+)
+
+// fakeAgents plays the members' agents for every Work of one binding: each
+// Work is reported applied at its generation with the health health(cluster,
+// image) gives, and every image a cluster was ever given is recorded.
+type fakeAgents struct {
+	mu     sync.Mutex
+	health func(cluster, image string) workv1alpha1.ResourceHealth
+	seen   map[string]map[string]bool // cluster → images its Work ever held
+}
+
+func playAgents(t *testing.T, ctx context.Context, fc flotillaclient.Interface, clusters []string, ns, binding string,
+	health func(cluster, image string) workv1alpha1.ResourceHealth) *fakeAgents {
+	a := &fakeAgents{health: health, seen: map[string]map[string]bool{}}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, cluster := range clusters {
+			w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			img := imageOf(manifestOf(t, w))
+			a.mu.Lock()
+			if a.seen[cluster] == nil {
+				a.seen[cluster] = map[string]bool{}
+			}
+			a.seen[cluster][img] = true
+			h := a.health(cluster, img)
+			a.mu.Unlock()
+			applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
+			if applied != nil && applied.ObservedGeneration == w.Generation && len(w.Status.ManifestStatuses) > 0 && w.Status.ManifestStatuses[0].Health == h {
+				continue
+			}
+			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+				Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
+			w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+				Identifier: workv1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "nginx"},
+				Status:     &runtime.RawExtension{Raw: []byte(`{"replicas":1}`)}, Health: h}}
+			_, _ = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		}
+	}, 100*time.Millisecond)
+	return a
+}
+
+func (a *fakeAgents) ran(cluster, image string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seen[cluster][image]
+}
+
+func (a *fakeAgents) setHealth(f func(cluster, image string) workv1alpha1.ResourceHealth) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.health = f
+}
+
+func stagedPolicy(ns string, deadline time.Duration, rollback *policyv1alpha1.RolloutRollback) *policyv1alpha1.PropagationPolicy {
+	return &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "nginx"}},
+			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+				ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}},
+			RolloutStrategy: &policyv1alpha1.RolloutStrategy{Type: policyv1alpha1.RolloutTypeProgressivePerGroup,
+				ProgressivePerGroup: &policyv1alpha1.RolloutProgressivePerGroup{
+					RolloutConfig: policyv1alpha1.RolloutConfig{ProgressDeadline: &metav1.Duration{Duration: deadline}},
+					DecisionGroups: []policyv1alpha1.RolloutGroup{{GroupName: "canary", GroupClusterSelector: policyv1alpha1.GroupClusterSelector{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}}}},
+				Rollback: rollback},
+		}}
+}
+
+func labelCluster(t *testing.T, ctx context.Context, fc flotillaclient.Interface, name, key, value string) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	if _, err := fc.ClusterV1alpha1().Clusters().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setImage(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns, name, image string) {
+	t.Helper()
+	waitUntil(t, "template image set to "+image, func() (bool, error) {
+		tmpl, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		tmpl.Spec.Manifest.Raw = []byte(strings.Replace(nginxManifest, "nginx:1.27", image, 1))
+		_, err = fc.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, tmpl, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+func waitRollout(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns, binding, what string, ok func(*workv1alpha1.RolloutStatus) bool) *workv1alpha1.ResourceBinding {
+	t.Helper()
+	var rb *workv1alpha1.ResourceBinding
+	waitUntil(t, what, func() (bool, error) {
+		got, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		rb = got
+		return got.Status.Rollout != nil && ok(got.Status.Rollout), nil
+	})
+	return rb
+}
+
+// The issue's scenario against a real apiserver with the whole hub: a
+// Duplicated Deployment on member1..3, staged canary (member1) then the
+// rest, with automatic rollback. A new workload's first revision goes
+// member1 first too. Then an edit whose copies never become Healthy
+// halts after member1 — member2 and member3 never receive it — with
+// RolloutHalted naming member1, an event, the template mirroring it; and
+// member1 returns to the last completed revision. The next good edit
+// rolls out again; a halted rollout without rollback leaves member1 on the
+// bad revision and is resumed by the annotation.
+func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
+	t.Parallel()
+	env, ctx, fc := startHubEnv(t, nil)
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
+		stagedPolicy(ns, 3*time.Second, &policyv1alpha1.RolloutRollback{Type: policyv1alpha1.RollbackAll}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
+		if strings.Contains(image, "bad") {
+			return workv1alpha1.ResourceUnhealthy
+		}
+		return workv1alpha1.ResourceHealthy
+	})
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	if !meta.IsStatusConditionTrue(rb.Status.Conditions, workv1alpha1.BindingConditionRolloutComplete) {
+		t.Fatalf("conditions %+v, want RolloutComplete", rb.Status.Conditions)
+	}
+	for _, c := range clusters {
+		w := waitWork(t, fc, c, ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.27" })
+		if w.Annotations[workv1alpha1.AnnotationTemplateRevision] != "1" {
+			t.Fatalf("%s's Work is annotated revision %q, want 1", c, w.Annotations[workv1alpha1.AnnotationTemplateRevision])
+		}
+	}
+
+	// The bad edit.
+	setImage(t, ctx, fc, ns, "nginx", "nginx:bad")
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:bad" })
+	rb = waitRollout(t, ctx, fc, ns, binding, "revision 2 halted and rolled back", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseRolledBack
+	})
+	halted := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha1.BindingConditionRolloutHalted)
+	if halted == nil || halted.Status != metav1.ConditionTrue || !strings.Contains(rb.Status.Rollout.Message, "member1") {
+		t.Fatalf("RolloutHalted %+v, rollout message %q: want True naming member1", halted, rb.Status.Rollout.Message)
+	}
+	if rb.Status.Rollout.StableRevision != 1 {
+		t.Fatalf("stable revision %d, want 1", rb.Status.Rollout.StableRevision)
+	}
+	w := waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.27" })
+	if w.Annotations[workv1alpha1.AnnotationTemplateRevision] != "1" {
+		t.Fatalf("member1 rolled back to revision %q, want 1", w.Annotations[workv1alpha1.AnnotationTemplateRevision])
+	}
+	for _, c := range []string{"member2", "member3"} {
+		if agents.ran(c, "nginx:bad") {
+			t.Fatalf("%s received the halted revision", c)
+		}
+	}
+	waitUntil(t, "the template mirrors the halt", func() (bool, error) {
+		got, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Status.Rollout != nil && got.Status.Rollout.Phase == workv1alpha1.RolloutPhaseRolledBack &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, workv1alpha1.BindingConditionRolloutHalted), nil
+	})
+	waitBindingEvent(t, ctx, kubernetes.NewForConfigOrDie(env.Config), ns, binding, "RolloutHalted")
+
+	// A good edit supersedes the halted one and completes.
+	setImage(t, ctx, fc, ns, "nginx", "nginx:1.28")
+	waitRollout(t, ctx, fc, ns, binding, "revision 3 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 3 && r.Phase == workv1alpha1.RolloutPhaseComplete && r.StableRevision == 3
+	})
+	for _, c := range clusters {
+		waitWork(t, fc, c, ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.28" })
+	}
+	for _, c := range []string{"member2", "member3"} {
+		if agents.ran(c, "nginx:bad") {
+			t.Fatalf("%s received the halted revision", c)
+		}
+	}
+}
+
+// waitBindingEvent waits for an event of reason on the binding.
+func waitBindingEvent(t *testing.T, ctx context.Context, kc kubernetes.Interface, ns, binding, reason string) {
+	t.Helper()
+	waitUntil(t, "event "+reason, func() (bool, error) {
+		evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + binding + ",reason=" + reason})
+		if err != nil {
+			return false, nil
+		}
+		return len(evs.Items) > 0, nil
+	})
+}
