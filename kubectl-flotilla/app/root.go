@@ -88,6 +88,8 @@ tables or JSON:
   kubectl flotilla clusters               # health, taints, fleet guard, heartbeat, remedies
   kubectl flotilla where nginx            # where the template nginx runs, evictions, history, why
   kubectl flotilla explain nginx          # why each cluster was (not) chosen
+  kubectl flotilla rollout status nginx   # a staged rollout: phase, group, each cluster's verdict
+                                          # (rollout approve / resume annotate the template)
 
 Install: put bin/kubectl-flotilla in PATH (make build; export PATH=$PWD/bin:$PATH).`,
 		SilenceUsage:  true,
@@ -103,7 +105,7 @@ Install: put bin/kubectl-flotilla in PATH (make build; export PATH=$PWD/bin:$PAT
 	pf.StringVarP(&o.Namespace, "namespace", "n", "", "Namespace of the template; empty means the context's namespace (as kubectl).")
 	pf.StringVar(&o.HubNamespace, "hub-namespace", o.HubNamespace, "The hub's namespace (its --leader-elect-resource-namespace), where it publishes the fleet guard's verdict.")
 	pf.StringVarP(&o.Output, "output", "o", "", "Output format: one of (wide, json, yaml); empty means a table.")
-	cmd.AddCommand(newClustersCommand(o), newWhereCommand(o), newExplainCommand(o))
+	cmd.AddCommand(newClustersCommand(o), newWhereCommand(o), newExplainCommand(o), newRolloutCommand(o))
 	return cmd
 }
 

@@ -105,17 +105,17 @@ type Event struct {
 
 // Event reasons.
 const (
-	ReasonGroupSucceeded    = "RolloutGroupSucceeded"
-	ReasonRollingBack       = "RollingBack"
-	ReasonRolledBack        = "RolledBack"
-	ReasonComplete          = "Complete"
-	ReasonWaitingApproval   = "WaitingForApproval"
-	ReasonAnalysisPaused    = "AnalysisInconclusive"
-	ReasonResumed           = "Resumed"
-	ReasonFleetGuardHolds   = "FleetGuardHolds"
-	ReasonClusterFailed     = "ClusterFailed"
-	ReasonAnalysisFailed    = "AnalysisFailed"
-	ReasonProgressing       = "Progressing"
+	ReasonGroupSucceeded  = "RolloutGroupSucceeded"
+	ReasonRollingBack     = "RollingBack"
+	ReasonRolledBack      = "RolledBack"
+	ReasonComplete        = "Complete"
+	ReasonWaitingApproval = "WaitingForApproval"
+	ReasonAnalysisPaused  = "AnalysisInconclusive"
+	ReasonResumed         = "Resumed"
+	ReasonFleetGuardHolds = "FleetGuardHolds"
+	ReasonClusterFailed   = "ClusterFailed"
+	ReasonAnalysisFailed  = "AnalysisFailed"
+	ReasonProgressing     = "Progressing"
 )
 
 // Decision is what Decide returns.

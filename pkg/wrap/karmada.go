@@ -189,39 +189,68 @@ type problem struct {
 // not implement) and fields of the wrong type (Karmada proposals that
 // changed shape before release). What is left decodes cleanly.
 func dropUnsupported(obj map[string]any, gvk schema.GroupVersionKind) ([]problem, error) {
-	var problems []problem
+	rejected, err := dropRejected(obj, func() (any, error) { return scheme.Scheme.New(gvk) })
+	if err != nil {
+		return nil, err
+	}
+	problems := make([]problem, 0, len(rejected))
+	for _, r := range rejected {
+		msg := "not supported by Flotilla, dropped"
+		if r.typeError != "" {
+			msg = fmt.Sprintf("wrong type for Flotilla (%s), dropped", r.typeError)
+		}
+		problems = append(problems, problem{r.path, msg})
+	}
+	return problems, nil
+}
+
+// rejectedField is a field dropRejected removed: unknown to the type, or
+// (typeError set) of another type than the type's field.
+type rejectedField struct {
+	path, typeError string
+}
+
+// newTarget returns a new value of the Go type an object is decoded into.
+type newTarget func() (any, error)
+
+// dropRejected decodes obj strictly into the type newInto makes and removes
+// from obj every field the type rejects, unknown or of the wrong type. What
+// is left decodes cleanly. The work is bounded: at most 200 rounds, each
+// dropping at least one field.
+func dropRejected(obj map[string]any, newInto newTarget) ([]rejectedField, error) {
+	var rejected []rejectedField
 	// Each round drops at least one field, so the bound only guards
 	// against a decoder that keeps failing on something we cannot drop.
 	for range 200 {
-		strictErrs, err := decodeStrict(obj, gvk)
+		strictErrs, err := decodeStrict(obj, newInto)
 		if err != nil {
-			path := locateTypeError(obj, gvk, err.Error())
+			path := locateTypeError(obj, newInto, err.Error())
 			if path == "" || !removePath(obj, path) {
 				return nil, fmt.Errorf("cannot convert: %w", err)
 			}
-			problems = append(problems, problem{path, fmt.Sprintf("wrong type for Flotilla (%s), dropped", typeErrorReason(err))})
+			rejected = append(rejected, rejectedField{path, typeErrorReason(err)})
 			continue
 		}
 		if len(strictErrs) == 0 {
-			return problems, nil
+			return rejected, nil
 		}
 		for _, se := range strictErrs {
 			fe, ok := se.(sigsjson.FieldError)
 			if !ok || !removePath(obj, fe.FieldPath()) {
 				return nil, fmt.Errorf("cannot convert: %w", se)
 			}
-			problems = append(problems, problem{fe.FieldPath(), "not supported by Flotilla, dropped"})
+			rejected = append(rejected, rejectedField{path: fe.FieldPath()})
 		}
 	}
 	return nil, fmt.Errorf("cannot convert: too many unsupported fields")
 }
 
-func decodeStrict(obj map[string]any, gvk schema.GroupVersionKind) ([]error, error) {
+func decodeStrict(obj map[string]any, newInto newTarget) ([]error, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	into, err := scheme.Scheme.New(gvk)
+	into, err := newInto()
 	if err != nil {
 		return nil, err
 	}
@@ -248,13 +277,13 @@ func typeErrorReason(err error) string {
 // subtrees: descend into the first child whose removal changes the error,
 // until no child does; that node is the culprit. It returns "" if even the
 // root's children do not change it.
-func locateTypeError(obj map[string]any, gvk schema.GroupVersionKind, errMsg string) string {
+func locateTypeError(obj map[string]any, newInto newTarget, errMsg string) string {
 	changes := func(path string) bool {
 		trial := runtime.DeepCopyJSON(obj)
 		if !removePath(trial, path) {
 			return false
 		}
-		_, err := decodeStrict(trial, gvk)
+		_, err := decodeStrict(trial, newInto)
 		return err == nil || err.Error() != errMsg
 	}
 	path := ""
