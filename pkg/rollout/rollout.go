@@ -782,3 +782,27 @@ func Conditions(st workv1alpha1.RolloutStatus, generation int64) []metav1.Condit
 		cond(workv1alpha1.BindingConditionRolloutComplete, p == workv1alpha1.RolloutPhaseComplete),
 	}
 }
+
+// OwnsCopy says whether the rollout, not application failover, decides
+// what happens to cluster's copy: it runs the newest revision while that
+// revision is still going through its gates (or rolling back). An
+// Unhealthy copy there halts the rollout (and is rolled back) instead of
+// being failed over to another cluster. A halted rollout without
+// rollback leaves its copies to failover, whose replacement runs the
+// stable revision.
+func OwnsCopy(st *workv1alpha1.RolloutStatus, cluster string) bool {
+	if st == nil || st.Revision == st.StableRevision {
+		return false
+	}
+	switch st.Phase {
+	case workv1alpha1.RolloutPhaseProgressing, workv1alpha1.RolloutPhaseWaiting, workv1alpha1.RolloutPhaseRollingBack:
+	default:
+		return false
+	}
+	for _, c := range st.Clusters {
+		if c.ClusterName == cluster {
+			return c.Revision == st.Revision
+		}
+	}
+	return false
+}

@@ -315,3 +315,17 @@ func TestAnalysisGates(t *testing.T) {
 		t.Fatal("an analysis the hub cannot run counted as success")
 	}
 }
+
+func TestOwnsCopy(t *testing.T) {
+	st := &workv1alpha1.RolloutStatus{Revision: 2, StableRevision: 1, Phase: workv1alpha1.RolloutPhaseProgressing,
+		Clusters: []workv1alpha1.ClusterRolloutStatus{{ClusterName: "member1", Revision: 2}, {ClusterName: "member2", Revision: 1}}}
+	if !OwnsCopy(st, "member1") || OwnsCopy(st, "member2") || OwnsCopy(st, "member3") || OwnsCopy(nil, "member1") {
+		t.Fatal("a copy on the revision in its gates is the rollout's; others are failover's")
+	}
+	for _, p := range []workv1alpha1.RolloutPhase{workv1alpha1.RolloutPhaseHalted, workv1alpha1.RolloutPhaseRolledBack, workv1alpha1.RolloutPhaseComplete} {
+		st.Phase = p
+		if OwnsCopy(st, "member1") {
+			t.Fatalf("phase %s still owns the copy", p)
+		}
+	}
+}

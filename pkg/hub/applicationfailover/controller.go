@@ -57,6 +57,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
+	"github.com/flotilla-io/flotilla/pkg/rollout"
 	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -187,6 +188,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	var waits []string
 	for _, target := range binding.Spec.Clusters {
 		v := Decide(statusOf(binding.Status.AggregatedStatus, target.Name), binding.Generation, toleration, behavior.PreConditions, now)
+		if v.Due && rollout.OwnsCopy(binding.Status.Rollout, target.Name) {
+			// A copy of a revision still in its gates: its failure halts
+			// the rollout (and rolls it back) rather than carrying the new
+			// revision's trouble to another cluster.
+			c.count("rollout")
+			continue
+		}
 		if v.Due {
 			evict = append(evict, target.Name)
 		}

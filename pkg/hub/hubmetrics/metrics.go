@@ -130,7 +130,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "e2e_scheduling_duration_seconds", Help: "Time from taking a binding off the queue to its result written, by result and schedule type.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"result", "schedule_type"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
-			Name: "evictions_total", Help: "Workload evictions from clusters by reason and result (evicted, rate_limited, held by the fleet guard, error)."}, []string{"reason", "result"}),
+			Name: "evictions_total", Help: "Workload evictions from clusters by reason and result (evicted, rate_limited, held by the fleet guard, rollout: left to a staged rollout whose revision the copy runs, error)."}, []string{"reason", "result"}),
 		EvictionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
 			Name: "latency_seconds", Help: "Time from an eviction falling due (NoExecute taint added plus toleration) to the binding written.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
