@@ -111,6 +111,7 @@ const (
 	ReasonComplete        = "Complete"
 	ReasonWaitingApproval = "WaitingForApproval"
 	ReasonAnalysisPaused  = "AnalysisInconclusive"
+	ReasonGroupEmptied    = "GroupEmptied"
 	ReasonResumed         = "Resumed"
 	ReasonFleetGuardHolds = "FleetGuardHolds"
 	ReasonClusterFailed   = "ClusterFailed"
@@ -625,6 +626,13 @@ func groupDone(in Input, g group, gi int, verdicts map[string]*workv1alpha1.Clus
 		}
 	}
 	if len(g.clusters) == 0 {
+		// A group with no cluster is passed, unless it had clusters in
+		// this rollout and lost them all (its canary failed over): then
+		// nothing proved the revision there, and a person decides.
+		if hadMembers(in, g.name) && approvedTo < gi {
+			return false, ReasonGroupEmptied, fmt.Sprintf("revision %d waits: group %s lost all its clusters during the rollout; to go on without it: kubectl flotilla rollout approve --group %s",
+				in.Target, g.name, g.name)
+		}
 		return true, "", ""
 	}
 	if live == 0 {
@@ -660,6 +668,22 @@ func groupDone(in Input, g group, gi int, verdicts map[string]*workv1alpha1.Clus
 		return false, ReasonWaitingApproval, fmt.Sprintf("revision %d succeeded in group %s and waits for approval: kubectl flotilla rollout approve --group %s", in.Target, g.name, g.name)
 	}
 	return true, "", ""
+}
+
+// hadMembers: the last status of this revision had a cluster in group.
+func hadMembers(in Input, group string) bool {
+	if in.Previous == nil || in.Previous.Revision != in.Target {
+		return false
+	}
+	if in.Previous.Reason == ReasonGroupEmptied && in.Previous.Group == group {
+		return true
+	}
+	for _, c := range in.Previous.Clusters {
+		if c.Group == group {
+			return true
+		}
+	}
+	return false
 }
 
 func ptrTime(t time.Time) *metav1.Time {

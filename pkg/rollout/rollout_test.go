@@ -329,3 +329,35 @@ func TestOwnsCopy(t *testing.T) {
 		}
 	}
 }
+
+// The canary is lost mid-rollout and fails over: its replacement outside
+// the canary group runs the stable revision, and the rollout does not take
+// the emptied canary group as passed: a person decides.
+func TestCanaryLostMidRolloutWaitsForAPerson(t *testing.T) {
+	in := Input{Strategy: staged(time.Minute, false), Target: 2, Stable: 1, Clusters: members(1, healthy), Now: t0}
+	unknownHealth := func(*Cluster) workv1alpha1.ResourceHealth { return unknown }
+	step(&in, unknownHealth)
+	in.Clusters[0].Lost = true
+	in.Now = in.Now.Add(5 * time.Second)
+	d := step(&in, unknownHealth)
+	if v := verdict(d.Status, "member1"); v != workv1alpha1.VerdictLost || d.Status.Failures != 0 {
+		t.Fatalf("lost canary: verdict %s failures %d", v, d.Status.Failures)
+	}
+	// Failed over: member1 leaves the targets, member4 replaces it.
+	in.Clusters = append([]Cluster{}, in.Clusters[1], in.Clusters[2], Cluster{Name: "member4"})
+	for i := 0; i < 3; i++ {
+		in.Now = in.Now.Add(5 * time.Second)
+		d = step(&in, func(*Cluster) workv1alpha1.ResourceHealth { return healthy })
+		if d.Revisions["member4"] != 1 || d.Revisions["member2"] != 1 {
+			t.Fatalf("step %d: revisions %v: the revision spread without its canary", i, d.Revisions)
+		}
+	}
+	if d.Status.Phase != workv1alpha1.RolloutPhaseWaiting || d.Status.Reason != ReasonGroupEmptied {
+		t.Fatalf("phase %s reason %s, want Waiting GroupEmptied", d.Status.Phase, d.Status.Reason)
+	}
+	in.Approve = "2/canary"
+	d = step(&in, func(*Cluster) workv1alpha1.ResourceHealth { return healthy })
+	if d.Revisions["member2"] != 2 {
+		t.Fatalf("approved, yet %v", d.Revisions)
+	}
+}
