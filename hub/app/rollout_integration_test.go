@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-io/flotilla/hub/app"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -227,4 +231,88 @@ func waitBindingEvent(t *testing.T, ctx context.Context, kc kubernetes.Interface
 		}
 		return len(evs.Items) > 0, nil
 	})
+}
+
+// Rollouts agree with failover, against the whole hub: while revision 2 is
+// in its canary (member1, Unhealthy, a long progressDeadline), a
+// non-canary cluster fails; its workload fails over to member4 on the
+// stable revision 1, never on revision 2; and application failover leaves
+// the canary's Unhealthy copy to the rollout instead of carrying revision
+// 2 elsewhere.
+func TestRolloutAgreesWithFailover(t *testing.T) {
+	t.Parallel()
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) {
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.ClusterMonitorPeriod = time.Second
+		o.FailoverEvictionTimeout = time.Second
+		o.DefaultNotReadyTolerationSeconds, o.DefaultUnreachableTolerationSeconds = 0, 0
+	})
+	clusters := []string{"member1", "member2", "member3", "member4"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	policy := stagedPolicy(ns, time.Hour, nil)
+	policy.Spec.Placement.SpreadConstraints = []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MaxGroups: 3, MinGroups: 3}}
+	policy.Spec.Failover = &policyv1alpha1.FailoverBehavior{Application: &policyv1alpha1.ApplicationFailoverBehavior{
+		DecisionConditions: policyv1alpha1.DecisionConditions{TolerationSeconds: ptr.To[int32](1)}}}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
+		if strings.Contains(image, "bad") {
+			return workv1alpha1.ResourceUnhealthy
+		}
+		return workv1alpha1.ResourceHealthy
+	})
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	var placed []string
+	for _, c := range rb.Spec.Clusters {
+		placed = append(placed, c.Name)
+	}
+	if strings.Join(placed, ",") != "member1,member2,member3" {
+		t.Fatalf("scheduled on %v; the test expects member1..3 (the first three by name)", placed)
+	}
+
+	setImage(t, ctx, fc, ns, "nginx", "nginx:bad")
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:bad" })
+	waitRollout(t, ctx, fc, ns, binding, "the canary Updating on revision 2", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && len(r.Clusters) > 0 && r.Clusters[0].ClusterName == "member1" && r.Clusters[0].Verdict == workv1alpha1.VerdictUpdating
+	})
+
+	// member2 (stable revision 1) fails.
+	c2, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "member2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setClusterReady(t, ctx, fc, c2, metav1.ConditionFalse)
+	w4 := waitWork(t, fc, "member4", ns, binding, func(*unstructured.Unstructured) bool { return true })
+	if img := imageOf(manifestOf(t, w4)); img != "nginx:1.27" || w4.Annotations[workv1alpha1.AnnotationTemplateRevision] != "1" {
+		t.Fatalf("the replacement on member4 runs %s (revision %q), want the stable nginx:1.27 (1)", img, w4.Annotations[workv1alpha1.AnnotationTemplateRevision])
+	}
+	rb = waitRollout(t, ctx, fc, ns, binding, "member4 pending in the rollout", func(r *workv1alpha1.RolloutStatus) bool {
+		for _, c := range r.Clusters {
+			if c.ClusterName == "member4" {
+				return c.Verdict == workv1alpha1.VerdictPending && c.Revision == 1
+			}
+		}
+		return false
+	})
+	// The canary's copy has been Unhealthy far longer than the
+	// application failover toleration (1s): the rollout keeps it.
+	if !slices.ContainsFunc(rb.Spec.Clusters, func(c workv1alpha1.TargetCluster) bool { return c.Name == "member1" }) {
+		t.Fatalf("application failover moved the canary's copy of revision 2: clusters %+v", rb.Spec.Clusters)
+	}
+	for _, c := range []string{"member2", "member3", "member4"} {
+		if agents.ran(c, "nginx:bad") {
+			t.Fatalf("%s received revision 2 before its group was reached", c)
+		}
+	}
 }
