@@ -64,6 +64,11 @@ func rolloutGroups(rs *workv1alpha1.RolloutStatus) []string {
 			groups = append(groups, c.Group)
 		}
 	}
+	// The group the rollout waits in may have no cluster left (its
+	// canary failed over: the hub waits for an approval of it).
+	if rs.Group != "" && rs.Group != policyv1alpha1.RemainingGroupName && !slices.Contains(groups, rs.Group) {
+		groups = slices.Insert(groups, min(max(int(rs.GroupIndex), 0), len(groups)), rs.Group)
+	}
 	// groupIndex is the one place the status states outright.
 	if i, at := slices.Index(groups, rs.Group), int(rs.GroupIndex); i >= 0 && at != i && at >= 0 && at < len(groups) {
 		groups = slices.Insert(slices.Delete(groups, i, i+1), at, rs.Group)

@@ -91,6 +91,9 @@ type Input struct {
 	// Hold, when not empty, says why no cluster may start updating now
 	// (the fleet guard sees fleet-wide disruption).
 	Hold string
+	// Template is how kubectl flotilla names the template in the
+	// commands the messages suggest, e.g. "web -n shop".
+	Template string
 	// Disruptions is how many of the workload's copies are being evicted
 	// or failed back: they count against the current group's
 	// maxConcurrency (one disruption budget for rollout and failover).
@@ -630,8 +633,8 @@ func groupDone(in Input, g group, gi int, verdicts map[string]*workv1alpha1.Clus
 		// this rollout and lost them all (its canary failed over): then
 		// nothing proved the revision there, and a person decides.
 		if hadMembers(in, g.name) && approvedTo < gi {
-			return false, ReasonGroupEmptied, fmt.Sprintf("revision %d waits: group %s lost all its clusters during the rollout; to go on without it: kubectl flotilla rollout approve --group %s",
-				in.Target, g.name, g.name)
+			return false, ReasonGroupEmptied, fmt.Sprintf("revision %d waits: group %s lost all its clusters during the rollout; to go on without it: kubectl flotilla rollout approve %s--group %s",
+				in.Target, g.name, templateArg(in), g.name)
 		}
 		return true, "", ""
 	}
@@ -657,17 +660,24 @@ func groupDone(in Input, g group, gi int, verdicts map[string]*workv1alpha1.Clus
 			return false, "", st.Message
 		case workv1alpha1.AnalysisInconclusive:
 			if approvedTo < gi {
-				return false, ReasonAnalysisPaused, statuslimits.Text(fmt.Sprintf("revision %d waits in group %s: its analysis is inconclusive (%s); to go on: kubectl flotilla rollout approve --group %s",
-					in.Target, g.name, as.Message, g.name), 4096)
+				return false, ReasonAnalysisPaused, statuslimits.Text(fmt.Sprintf("revision %d waits in group %s: its analysis is inconclusive (%s); to go on: kubectl flotilla rollout approve %s--group %s",
+					in.Target, g.name, as.Message, templateArg(in), g.name), 4096)
 			}
 		default:
 			return false, "", fmt.Sprintf("revision %d in group %s: every cluster succeeded, the analysis runs (%d successes)", in.Target, g.name, as.Successes)
 		}
 	}
 	if g.approval && approvedTo < gi {
-		return false, ReasonWaitingApproval, fmt.Sprintf("revision %d succeeded in group %s and waits for approval: kubectl flotilla rollout approve --group %s", in.Target, g.name, g.name)
+		return false, ReasonWaitingApproval, fmt.Sprintf("revision %d succeeded in group %s and waits for approval: kubectl flotilla rollout approve %s--group %s", in.Target, g.name, templateArg(in), g.name)
 	}
 	return true, "", ""
+}
+
+func templateArg(in Input) string {
+	if in.Template == "" {
+		return ""
+	}
+	return in.Template + " "
 }
 
 // hadMembers: the last status of this revision had a cluster in group.

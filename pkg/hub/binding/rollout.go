@@ -124,7 +124,7 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 	}
 	in := rollout.Input{Strategy: strategy, Target: target, Stable: stable, Previous: prev, Clusters: clusters, Now: c.opts.Clock.Now(),
 		Approve: annotations[workv1alpha1.AnnotationRolloutApprove], Resume: annotations[workv1alpha1.AnnotationRolloutResume],
-		Disruptions: len(binding.Spec.GracefulEvictionTasks)}
+		Disruptions: len(binding.Spec.GracefulEvictionTasks), Template: templateArg(binding)}
 	if c.opts.Hold != nil {
 		in.Hold = c.opts.Hold()
 	}
@@ -235,4 +235,17 @@ func rolloutFailedConditions(binding *workv1alpha1.ResourceBinding, err error) [
 	msg := statuslimits.Text(err.Error(), statuslimits.MaxSummary)
 	return []metav1.Condition{{Type: workv1alpha1.BindingConditionRolloutProgressing, Status: metav1.ConditionFalse, Reason: ReasonRevisionNotRecorded,
 		Message: msg, ObservedGeneration: binding.Generation}}
+}
+
+// templateArg names the binding's template as kubectl flotilla rollout
+// takes it.
+func templateArg(binding *workv1alpha1.ResourceBinding) string {
+	ref := metav1.GetControllerOf(binding)
+	if ref == nil {
+		return ""
+	}
+	if binding.Namespace == "" {
+		return ref.Name + " --cluster-scoped"
+	}
+	return ref.Name + " -n " + binding.Namespace
 }
