@@ -94,7 +94,8 @@ type RolloutConfig struct {
 	// percentage of the clusters) before the rollout halts. Default 0:
 	// the first failure halts it.
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern="^((100|[0-9]{1,2})%|[0-9]+)$"
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.matches('^((100|[0-9]{1,2})%|[0-9]{1,6})$') : (self >= 0 && self <= 100000)",message="maxFailures must be a number from 0 or a percentage from 0% to 100%"
 	// +optional
 	MaxFailures *intstr.IntOrString `json:"maxFailures,omitempty"`
 }
@@ -108,7 +109,8 @@ type RolloutProgressive struct {
 	// be updating at once; clusters whose copy is being evicted or failed
 	// back count too. Default 1.
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern="^((100|[1-9][0-9]?)%|[1-9][0-9]*)$"
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.matches('^((100|[1-9][0-9]?)%|[1-9][0-9]{0,5})$') : (self >= 1 && self <= 100000)",message="maxConcurrency must be a number from 1 or a percentage from 1% to 100%"
 	// +optional
 	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
 
@@ -153,7 +155,8 @@ type RolloutGroup struct {
 	// MaxConcurrency is how many of the group's clusters (a number or a
 	// percentage) may be updating at once. Default: all of them.
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern="^((100|[1-9][0-9]?)%|[1-9][0-9]*)$"
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.matches('^((100|[1-9][0-9]?)%|[1-9][0-9]{0,5})$') : (self >= 1 && self <= 100000)",message="maxConcurrency must be a number from 1 or a percentage from 1% to 100%"
 	// +optional
 	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
 
