@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/clusterevents"
 	"github.com/flotilla-io/flotilla/pkg/cmdutil"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
@@ -61,6 +64,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/workloadrebalancer"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
+	"github.com/flotilla-io/flotilla/pkg/rolloutanalysis"
 	"github.com/flotilla-io/flotilla/pkg/version"
 )
 
@@ -110,6 +114,11 @@ type Options struct {
 	// stays ready) from its last view while the host apiserver does not
 	// answer (dnstraffic.Options.StaleHorizon).
 	DNSTrafficStaleHorizon time.Duration
+	// RolloutPrometheusAddress is the Prometheus staged rollouts' analyses
+	// query (pkg/rolloutanalysis); empty: every analysis is inconclusive.
+	RolloutPrometheusAddress string
+	// RolloutAnalysisTimeout bounds one analysis query.
+	RolloutAnalysisTimeout time.Duration
 	// DNSEndpointPublishing writes an ExternalDNS DNSEndpoint per
 	// MultiClusterIngress (pkg/hub/dnsendpoint).
 	DNSEndpointPublishing bool
@@ -172,6 +181,7 @@ func NewOptions() *Options {
 		DNSTrafficTTL:                       5 * time.Second,
 		DNSTrafficMaxInFlight:               1024,
 		DNSTrafficStaleHorizon:              time.Hour,
+		RolloutAnalysisTimeout:              10 * time.Second,
 		Webhook:                             DefaultWebhookOptions(),
 	}
 }
@@ -225,6 +235,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Publish each MultiClusterIngress's traffic as an ExternalDNS DNSEndpoint (externaldns.k8s.io/v1alpha1) of the same name and namespace, for ExternalDNS to program any DNS provider; needs the DNSEndpoint CRD (kustomize/hub-dns-endpoint). Records TTL: an ingress's spec.strategy.dnsTtlSeconds, else --dns-traffic-ttl.")
 	fs.StringVar(&o.DNSEndpointWeightProperty, "dns-endpoint-weight-property", o.DNSEndpointWeightProperty,
 		"With --dns-endpoint-publishing: the ExternalDNS provider-specific property that carries a record's weight, for a provider with weighted records (Route53: aws/weight). Set, a weighted host (spec.strategy.weight) gets one record set per cluster with setIdentifier=<cluster> and this property; empty, its clusters share one record set and the weights are not published (providers without weighted records, e.g. CoreDNS, rewrite set-identified records on every run).")
+	fs.StringVar(&o.RolloutPrometheusAddress, "rollout-prometheus-address", o.RolloutPrometheusAddress,
+		"Base URL of the Prometheus (HTTP API) that staged rollouts' analyses query, e.g. http://prometheus.monitoring:9090. Chosen by the hub's admin, never by a policy; empty: every analysis is inconclusive and pauses its rollout for a person.")
+	fs.DurationVar(&o.RolloutAnalysisTimeout, "rollout-analysis-timeout", o.RolloutAnalysisTimeout,
+		"How long one rollout analysis query may take; a slower one is inconclusive.")
 	o.Webhook.AddFlags(fs)
 
 	// Host names.
@@ -259,6 +273,14 @@ func (o *Options) Validate() error {
 	}
 	if o.DNSTrafficStaleHorizon <= 0 || o.DNSTrafficStaleHorizon > 7*24*time.Hour {
 		return fmt.Errorf("--dns-traffic-stale-horizon must be in (0, 168h]")
+	}
+	if o.RolloutAnalysisTimeout <= 0 || o.RolloutAnalysisTimeout > 5*time.Minute {
+		return fmt.Errorf("--rollout-analysis-timeout must be in (0, 5m]")
+	}
+	if a := o.RolloutPrometheusAddress; a != "" {
+		if u, err := url.Parse(a); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--rollout-prometheus-address must be an http(s) URL with a host, e.g. http://prometheus:9090")
+		}
 	}
 	if o.DNSEndpointWeightProperty != "" && (!o.DNSEndpointPublishing || strings.ContainsFunc(o.DNSEndpointWeightProperty, unicode.IsSpace)) {
 		return fmt.Errorf("--dns-endpoint-weight-property needs --dns-endpoint-publishing and is a property name without spaces (e.g. aws/weight)")
@@ -461,8 +483,16 @@ func Run(ctx context.Context, opts *Options) error {
 		// cannot write; a staged rollout holds while the fleet guard sees
 		// fleet-wide disruption (one budget for changes and failures).
 		revisions := binding.NewRevisions(clients.kube("binding-revisions"), opts.LeaderElection.ResourceNamespace)
+		var enqueueBinding func(string)
+		analyses := rolloutanalysis.NewRunner(rolloutanalysis.Options{Address: opts.RolloutPrometheusAddress, Timeout: opts.RolloutAnalysisTimeout,
+			Registerer: registry, OnChange: func(key string) {
+				if enqueueBinding != nil {
+					enqueueBinding(key)
+				}
+			}})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
-			Statuses: bindingStatuses, Interpreter: interpreter, Revisions: revisions, Hold: rolloutHold(guard)})
+			Statuses: bindingStatuses, Interpreter: interpreter, Revisions: revisions, Hold: rolloutHold(guard), Analyzer: analysisOf(analyses)})
+		enqueueBinding = bindingCtl.EnqueueAnalysis
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: opts.DefaultUnreachableTolerationSeconds},
@@ -491,6 +521,7 @@ func Run(ctx context.Context, opts *Options) error {
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
 		revisions.Start(ctx)
+		go analyses.Run(ctx)
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
@@ -681,5 +712,16 @@ func rolloutHold(guard *clustertaint.FleetGuard) func() string {
 			return fmt.Sprintf("the fleet guard sees %s (%d of %d clusters not Ready)", st.Mode, st.NotReady, st.Total)
 		}
 		return ""
+	}
+}
+
+// analysisOf runs a rollout group's analysis with the runner; an analysis
+// that does not validate pauses its rollout with the reason.
+func analysisOf(r *rolloutanalysis.Runner) binding.Analyzer {
+	return func(key string, spec policyv1alpha1.RolloutAnalysis, group string, clusters []string) workv1alpha1.AnalysisStatus {
+		if err := rolloutanalysis.Validate(spec); err != nil {
+			return workv1alpha1.AnalysisStatus{Group: group, Phase: workv1alpha1.AnalysisInconclusive, Message: "the analysis is invalid: " + err.Error()}
+		}
+		return r.Observe(key, spec, group, clusters)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -129,7 +130,12 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 		in.Hold = c.opts.Hold()
 	}
 	if c.opts.Analyzer != nil {
+		// A resume starts the analyses afresh (a Failed one would halt the
+		// revision again at once).
 		key := workobjects.Key(binding) + "@" + strconv.FormatInt(target, 10)
+		if r := annotations[workv1alpha1.AnnotationRolloutResume]; r != "" {
+			key += "#" + statuslimits.Text(r, 128)
+		}
 		in.Analyzer = func(group string, spec policyv1alpha1.RolloutAnalysis, names []string) workv1alpha1.AnalysisStatus {
 			return c.opts.Analyzer(key+"/"+group, spec, group, names)
 		}
@@ -248,4 +254,12 @@ func templateArg(binding *workv1alpha1.ResourceBinding) string {
 		return ref.Name + " --cluster-scoped"
 	}
 	return ref.Name + " -n " + binding.Namespace
+}
+
+// EnqueueAnalysis syncs the binding an analysis key (from the Analyzer:
+// "<binding key>@<revision>/<group>") belongs to, when its result changed.
+func (c *Controller) EnqueueAnalysis(key string) {
+	if i := strings.LastIndex(key, "@"); i > 0 {
+		c.queue.Add(key[:i])
+	}
 }
