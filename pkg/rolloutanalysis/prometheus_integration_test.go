@@ -17,15 +17,8 @@ limitations under the License.
 package rolloutanalysis
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,111 +31,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the process writing while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startPrometheus runs the real Prometheus (bin/prometheus, as
-// hack/local-up.sh's start_prometheus does) scraping target every second,
-// and returns its address once it is ready.
-func startPrometheus(t *testing.T, target string) string {
-	t.Helper()
-	bin, err := filepath.Abs("../../bin/prometheus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s is missing (make tools builds it): %v", bin, err)
-	}
-	dir := t.TempDir()
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: app
-    static_configs:
-      - targets: ['%s']
-`, target)
-	configFile := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	var logs syncBuffer
-	cmd := exec.Command(bin,
-		"--config.file", configFile,
-		"--storage.tsdb.path", filepath.Join(dir, "data"),
-		"--web.listen-address", listen,
-	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	// Registered after t.TempDir, so it runs before the directory goes.
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("Prometheus' log:\n%s", logs.String())
-		}
-	})
-	address := "http://" + listen
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(address + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return address
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("Prometheus exited:\n%s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus not ready at %s after 60s:\n%s", address, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // TestPrometheusIntegration runs analyses against the real Prometheus
 // scraping this test's own /metrics.
@@ -165,7 +55,7 @@ func TestPrometheusIntegration(t *testing.T) {
 	app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(app.Close)
 
-	address := startPrometheus(t, strings.TrimPrefix(app.URL, "http://"))
+	address := testenv.StartPrometheus(t, strings.TrimPrefix(app.URL, "http://"))
 
 	// Wait for the first scrape of every series, so that no analysis
 	// starts on a Prometheus that has nothing yet.
