@@ -21,18 +21,21 @@ type wrapOptions struct {
 	recursive          bool
 	namespace          string
 	fromKarmada        bool
+	fromOCM            bool
+	fromKubeFleet      bool
 	allowUnsupported   bool
 	discovery          cmdutil.KubeconfigFlags
 	clusterScopedKinds []string
 }
 
 // newWrapCommand is `hub wrap`: native manifests (and, with --from-karmada,
-// Karmada policies) in, Flotilla objects out, for `kubectl apply -f -`.
+// --from-ocm or --from-kubefleet, those projects' policies) in, Flotilla
+// objects out, for `kubectl apply -f -`.
 func newWrapCommand() *cobra.Command {
 	o := &wrapOptions{}
 	cmd := &cobra.Command{
 		Use:   "wrap -f FILENAME [-f FILENAME ...]",
-		Short: "Wrap Kubernetes manifests into Flotilla ResourceTemplates (and convert Karmada policies).",
+		Short: "Wrap Kubernetes manifests into Flotilla ResourceTemplates (and convert Karmada, OCM and KubeFleet policies).",
 		Long: `Reads Kubernetes objects (YAML or JSON, multi-document streams, List kinds,
 directories of .yaml/.yml/.json files, or - for standard input) and writes a YAML
 stream with each object inside a ResourceTemplate (namespaced kinds) or a
@@ -42,15 +45,26 @@ Flotilla objects pass through unchanged.
 With --from-karmada, Karmada objects are converted as well: PropagationPolicy,
 ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy, ClusterTaintPolicy,
 Remedy, Cluster, MultiClusterIngress and WorkloadRebalancer become their Flotilla
-kinds (purgeMode Immediately/Graciously is written Directly/Gracefully). Every field
-or object Flotilla does not support is reported on standard error with its path,
-and nothing is written unless --allow-unsupported is given.
+kinds (purgeMode Immediately/Graciously is written Directly/Gracefully).
+
+With --from-ocm, an Open Cluster Management ManifestWorkReplicaSet becomes templates
+of its manifests and a policy selecting them, placed by its Placement's label selector
+and rolled out by its rolloutStrategy (All, Progressive, ProgressivePerGroup with the
+Placement's decision groups). With --from-kubefleet, a KubeFleet
+ClusterResourcePlacement becomes a ClusterPropagationPolicy: RollingUpdate becomes a
+Progressive rollout, External the stages of its ClusterStagedUpdateStrategy as decision
+groups.
+
+Every field or object Flotilla does not support is reported on standard error with its
+path, and nothing is written unless --allow-unsupported is given.
 
 Nothing is written to standard output when there is an error. See docs/wrap.md.`,
 		Example: `  hub wrap -f app.yaml | kubectl apply -f -
   hub wrap -R -f manifests/ -n shop > templates.yaml
   kubectl get deploy,svc -n shop -o yaml | hub wrap -f - | kubectl apply -f -
-  hub wrap --from-karmada -f karmada-policies/ | kubectl apply -f -`,
+  hub wrap --from-karmada -f karmada-policies/ | kubectl apply -f -
+  hub wrap --from-ocm -f mwrs.yaml -f placement.yaml | kubectl apply -f -
+  hub wrap --from-kubefleet -f crp.yaml -f staged-strategy.yaml -f update-run.yaml | kubectl apply -f -`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +76,9 @@ Nothing is written to standard output when there is an error. See docs/wrap.md.`
 	fs.BoolVarP(&o.recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
 	fs.StringVarP(&o.namespace, "namespace", "n", "default", "Namespace for templates (and converted namespaced policies) of objects that name none.")
 	fs.BoolVar(&o.fromKarmada, "from-karmada", false, "Convert Karmada objects (policy.karmada.io, remedy.karmada.io, ...) to Flotilla's.")
-	fs.BoolVar(&o.allowUnsupported, "allow-unsupported", false, "With --from-karmada: write the output even though fields or objects Flotilla does not support were dropped (they are still reported).")
+	fs.BoolVar(&o.fromOCM, "from-ocm", false, "Convert Open Cluster Management objects (ManifestWorkReplicaSet with its Placement) to Flotilla's.")
+	fs.BoolVar(&o.fromKubeFleet, "from-kubefleet", false, "Convert KubeFleet objects (ClusterResourcePlacement with its ClusterStagedUpdateStrategy) to Flotilla's.")
+	fs.BoolVar(&o.allowUnsupported, "allow-unsupported", false, "With --from-karmada, --from-ocm or --from-kubefleet: write the output even though fields or objects Flotilla does not support were dropped (they are still reported).")
 	// Not cmdutil.KubeconfigFlags.AddFlags: wrap is an offline converter and
 	// asks a cluster only when told to, so its output does not change with
 	// whatever KUBECONFIG happens to point at (or fail offline).
@@ -81,12 +97,14 @@ func runWrap(o *wrapOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(o.filenames) == 0 {
 		return fmt.Errorf("no input: give -f FILE, -f DIR or -f - (standard input)")
 	}
-	if o.allowUnsupported && !o.fromKarmada {
-		return fmt.Errorf("--allow-unsupported only applies with --from-karmada")
+	if o.allowUnsupported && !o.fromKarmada && !o.fromOCM && !o.fromKubeFleet {
+		return fmt.Errorf("--allow-unsupported only applies with --from-karmada, --from-ocm or --from-kubefleet")
 	}
 	opts := wrap.Options{
 		Namespace:          o.namespace,
 		FromKarmada:        o.fromKarmada,
+		FromOCM:            o.fromOCM,
+		FromKubeFleet:      o.fromKubeFleet,
 		ClusterScopedKinds: wrap.ParseClusterScopedKinds(o.clusterScopedKinds),
 	}
 	if o.discovery != (cmdutil.KubeconfigFlags{}) {

@@ -208,3 +208,53 @@ func TestWrapDiscoveryScope(t *testing.T) {
 		t.Error("unreadable kubeconfig: no error")
 	}
 }
+
+// --from-ocm and --from-kubefleet through the command: without the flag
+// the objects are refused; with it what converts is written, and what does
+// not is reported (nothing written, non-zero) unless --allow-unsupported.
+func TestWrapCommandPeers(t *testing.T) {
+	const testdata = "../../pkg/wrap/testdata/"
+	t.Run("OCM without --from-ocm", func(t *testing.T) {
+		out, _, err := runHubWrap(t, "", "wrap", "-f", testdata+"ocm/rollout-progressive.yaml")
+		if err == nil || out != "" || !strings.Contains(err.Error(), "convert it with --from-ocm") {
+			t.Errorf("err %v, stdout %q", err, out)
+		}
+	})
+	t.Run("OCM converts", func(t *testing.T) {
+		out, stderr, err := runHubWrap(t, "", "wrap", "--from-ocm", "-f", testdata+"ocm/rollout-per-group.yaml")
+		if err != nil || strings.Contains(stderr, "unsupported:") {
+			t.Fatalf("err %v, stderr\n%s", err, stderr)
+		}
+		for _, want := range []string{"kind: ClusterPropagationPolicy", "type: ProgressivePerGroup", "groupName: canary-west", "maxFailures: 10%",
+			"preserveResourcesOnDeletion: true"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+		if !strings.Contains(stderr, "note: ManifestWorkReplicaSet default/payments: spec.placementRefs[0].rolloutStrategy.progressivePerGroup.mandatoryDecisionGroups: group(s) canary-west updated first") {
+			t.Errorf("stderr\n%s", stderr)
+		}
+	})
+	t.Run("KubeFleet unsupported: reported, nothing written", func(t *testing.T) {
+		out, stderr, err := runHubWrap(t, "", "wrap", "--from-kubefleet", "-f", testdata+"kubefleet/examples.yaml")
+		if err != errUnsupported || out != "" {
+			t.Errorf("err %v, stdout %q", err, out)
+		}
+		for _, want := range []string{
+			"unsupported: ClusterStagedUpdateStrategy example-strategy: spec.stages[1].sortingLabelKey: not converted: Flotilla updates a group's clusters in name order",
+			"unsupported: ClusterResourcePlacement afd-crp: spec.strategy.rollingUpdate.maxSurge: not converted",
+			"note: ClusterStagedUpdateStrategy example-strategy: spec.stages[0].afterStageTasks[0]: written as the rollout's minSuccessTime 1h0m0s",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+	})
+	t.Run("KubeFleet --allow-unsupported", func(t *testing.T) {
+		out, _, err := runHubWrap(t, "", "wrap", "--from-kubefleet", "--allow-unsupported", "-f", testdata+"kubefleet/examples.yaml")
+		if err != nil || strings.Count(out, "kind: ClusterPropagationPolicy") != 2 || !strings.Contains(out, "approval: Required") ||
+			strings.Contains(out, "kubernetes-fleet.io/v1beta1") {
+			t.Errorf("err %v, output\n%s", err, out)
+		}
+	})
+}

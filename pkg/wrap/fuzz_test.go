@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	configv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/config/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter/customization"
 )
 
@@ -42,12 +43,15 @@ func karmadaCustomizationDoc(t *testing.T, op, lua string) []byte {
 
 // checkWrap wraps doc and checks what `hub wrap` promises: no panic, bounded
 // time, and either an error or output the hub accepts — every customization
-// it emits passes the webhook's check (customization.Validate), every one
-// it leaves out is reported with a reason, and the output is YAML.
-func checkWrap(t *testing.T, doc []byte, fromKarmada bool) {
+// it emits passes the webhook's check (customization.Validate), every
+// policy converted from OCM or KubeFleet decodes strictly and passes the
+// CRD's rules (specProblems), every object left out is reported with a
+// reason, and the output is YAML. convert turns on --from-karmada,
+// --from-ocm and --from-kubefleet.
+func checkWrap(t *testing.T, doc []byte, convert bool) {
 	t.Helper()
 	start := time.Now()
-	res, err := Wrap([]Input{{Name: "fuzz", Data: doc}}, Options{FromKarmada: fromKarmada})
+	res, err := Wrap([]Input{{Name: "fuzz", Data: doc}}, Options{FromKarmada: convert, FromOCM: convert, FromKubeFleet: convert})
 	if d := time.Since(start); d > maxWrapTime {
 		t.Fatalf("Wrap took %v (> %v) for %d bytes: %q", d, maxWrapTime, len(doc), doc)
 	}
@@ -59,6 +63,28 @@ func checkWrap(t *testing.T, doc []byte, fromKarmada bool) {
 	}
 	if _, err := res.YAML(); err != nil {
 		t.Fatalf("the output is not YAML: %v", err)
+	}
+	for _, o := range res.Objects {
+		if o.Object == nil {
+			t.Fatalf("an empty object in the output: %q", doc)
+		}
+	}
+	for _, o := range res.peerPolicies {
+		kind := o.GetKind()
+		if o.GetAPIVersion() != policyv1alpha1.SchemeGroupVersion.String() || kind != "PropagationPolicy" && kind != "ClusterPropagationPolicy" {
+			t.Fatalf("a peer's object became %s %s", o.GetAPIVersion(), kind)
+		}
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := strictDecoder.Decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("an emitted %s does not decode strictly: %v\ninput: %q", kind, err, doc)
+		}
+		if problems := specProblems(policySpec(obj)); len(problems) > 0 {
+			t.Fatalf("hub wrap emitted a %s the CRD refuses: %s\ninput: %q", kind, strings.Join(problems, "; "), doc)
+		}
 	}
 	for _, f := range res.Unsupported {
 		if f.Message == "" {
@@ -79,10 +105,16 @@ func checkWrap(t *testing.T, doc []byte, fromKarmada bool) {
 	}
 }
 
-// FuzzWrap feeds `hub wrap` any manifest stream, and a Karmada
+// FuzzWrap feeds `hub wrap` any manifest stream (converting Karmada, OCM
+// and KubeFleet objects when the flag says so; seeded with the Karmada
+// interpreters and the OCM and KubeFleet testdata), and a Karmada
 // customization whose Lua script for one operation is anything.
 func FuzzWrap(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(interpretersDir, "*.yaml"))
+	for _, dir := range []string{ocmTestdata, fleetTestdata} {
+		peers, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		files = append(files, peers...)
+	}
 	for _, file := range files {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data, true, "", "")
@@ -90,6 +122,9 @@ func FuzzWrap(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1e400}\n"), false, "", "")
 	f.Add([]byte("---\n- 1\n---\n{}\n"), true, "", "")
+	f.Add([]byte(ocmDoc("{type: ProgressivePerGroup, progressivePerGroup: {mandatoryDecisionGroups: [{groupIndex: 0}]}}",
+		"{decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: a.B, groupClusterSelector: {labelSelector: {matchLabels: {x: y}}}}]}}}")), true, "", "")
+	f.Add([]byte(crpDoc("{type: RollingUpdate, rollingUpdate: {maxUnavailable: 0%, maxSurge: 1}}", "{placementType: PickN, numberOfClusters: 3}")), true, "", "")
 	for _, c := range []struct{ op, lua string }{
 		{"healthInterpretation", "function InterpretHealth(observedObj)\n  return observedObj.status.readyReplicas == observedObj.spec.replicas\nend"},
 		{"replicaResource", "local kube = require(\"kube\")\nfunction GetReplicas(obj)\n  return obj.spec.replicas, kube.accuratePodRequirements(obj.spec.template)\nend"},
@@ -106,11 +141,11 @@ func FuzzWrap(f *testing.F) {
 	// Build the CEL environments (~0.7 s, once per process) before any call
 	// is timed.
 	customization.Validate(&configv1alpha1.ResourceInterpreterCustomization{})
-	f.Fuzz(func(t *testing.T, doc []byte, fromKarmada bool, op, lua string) {
+	f.Fuzz(func(t *testing.T, doc []byte, convert bool, op, lua string) {
 		if len(doc) > 64<<10 || len(lua) > 16<<10 {
 			t.Skip("larger than any manifest the bound is about")
 		}
-		checkWrap(t, doc, fromKarmada)
+		checkWrap(t, doc, convert)
 		if op != "" {
 			checkWrap(t, karmadaCustomizationDoc(t, op, lua), true)
 		}

@@ -3,7 +3,9 @@
 // a ClusterResourceTemplate (cluster-scoped kinds) holding it in
 // spec.manifest, so existing YAML reaches the hub with one pipe. With
 // FromKarmada it also rewrites Karmada's policy objects into Flotilla's and
-// reports every field Flotilla cannot hold.
+// reports every field Flotilla cannot hold; with FromOCM and FromKubeFleet
+// it converts Open Cluster Management's and KubeFleet's placements and
+// rollout strategies (peers.go) the same way.
 //
 // Everything here works on bytes and unstructured objects; reading files
 // (ReadInputs) and discovery are the only I/O, and the command owns them.
@@ -12,6 +14,7 @@ package wrap
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,6 +34,14 @@ type Options struct {
 
 	// FromKarmada converts Karmada objects instead of refusing them.
 	FromKarmada bool
+
+	// FromOCM converts Open Cluster Management objects
+	// (ManifestWorkReplicaSet with its Placement) instead of refusing them.
+	FromOCM bool
+
+	// FromKubeFleet converts KubeFleet objects (ClusterResourcePlacement,
+	// with its ClusterStagedUpdateStrategy) instead of refusing them.
+	FromKubeFleet bool
 
 	// Scope, if set, is asked first for the scope of a kind (discovery on
 	// a cluster that serves it). The built-in tables answer when it does
@@ -73,6 +84,11 @@ type Result struct {
 	Notes []string
 	// Unsupported are the fields and objects that were dropped.
 	Unsupported []Finding
+
+	// peerPolicies are the policies built from OCM and KubeFleet objects
+	// (hub wrap answers for all of their fields, where a converted Karmada
+	// policy keeps its author's values); the fuzz target checks them.
+	peerPolicies []*unstructured.Unstructured
 }
 
 // YAML is the output as one YAML stream, ready for `kubectl apply -f -`.
@@ -173,6 +189,7 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 	var errs []error
 	var natives []*pending
 	var converted []*unstructured.Unstructured
+	var peers []*peerObject
 	noted := map[schema.GroupKind]bool{}
 	for _, in := range inputs {
 		objs, err := decodeInput(in)
@@ -203,6 +220,13 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 					res.Objects = append(res.Objects, out)
 					converted = append(converted, out)
 				}
+			case IsOCMGroup(gvk.Group) || IsKubeFleetGroup(gvk.Group):
+				p, err := collectPeer(s, opts, noted, res, &natives)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				peers = append(peers, p)
 			default:
 				p := &pending{sourced: s}
 				p.namespaced = scopeOf(gvk, opts, noted, res)
@@ -215,10 +239,16 @@ func Wrap(inputs []Input, opts Options) (*Result, error) {
 	if len(errs) > 0 {
 		return nil, utilerrors.NewAggregate(errs)
 	}
+	if err := convertPeers(peers, natives, opts, noted, res); err != nil {
+		return nil, err
+	}
 	if err := makeTemplates(natives, opts, res); err != nil {
 		return nil, err
 	}
 	noteMissingDeps(converted, natives, res)
+	// Peer objects that became nothing (a Placement, a strategy) leave
+	// their place empty.
+	res.Objects = slices.DeleteFunc(res.Objects, func(o *unstructured.Unstructured) bool { return o.Object == nil })
 	return res, nil
 }
 
