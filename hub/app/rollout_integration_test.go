@@ -3,6 +3,10 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,11 +22,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/flotilla-io/flotilla/hub/app"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -118,6 +126,11 @@ func setImage(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns
 func waitRollout(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns, binding, what string, ok func(*workv1alpha1.RolloutStatus) bool) *workv1alpha1.ResourceBinding {
 	t.Helper()
 	var rb *workv1alpha1.ResourceBinding
+	defer func() {
+		if t.Failed() && rb != nil {
+			t.Logf("last rollout status: %+v", rb.Status.Rollout)
+		}
+	}()
 	waitUntil(t, what, func() (bool, error) {
 		got, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, binding, metav1.GetOptions{})
 		if err != nil {
@@ -315,4 +328,107 @@ func TestRolloutAgreesWithFailover(t *testing.T) {
 			t.Fatalf("%s received revision 2 before its group was reached", c)
 		}
 	}
+}
+
+// Analyses gate groups against the real Prometheus (the hub's
+// --rollout-prometheus-address), scraping this test's error-ratio gauge: a
+// low ratio on the canary lets revision 1 through; a high one fails the
+// analysis of revision 2, which halts and rolls back; a metric that is not
+// there is inconclusive and pauses revision 3 until a person approves.
+func TestRolloutAnalysisGatesGroups(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	ratio := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "app_error_ratio", Help: "errors per request"}, []string{"cluster"})
+	reg.MustRegister(ratio)
+	metricsSrv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(metricsSrv.Close)
+	promAddr := testenv.StartPrometheus(t, strings.TrimPrefix(metricsSrv.URL, "http://"))
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) { o.RolloutPrometheusAddress = promAddr })
+	clusters := []string{"member1", "member2"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	policy := stagedPolicy(ns, time.Minute, &policyv1alpha1.RolloutRollback{})
+	policy.Spec.RolloutStrategy.ProgressivePerGroup.DecisionGroups[0].Analysis = &policyv1alpha1.RolloutAnalysis{
+		Prometheus:       policyv1alpha1.PrometheusAnalysis{Query: `max(app_error_ratio{cluster=~"{{clusters}}"})`},
+		SuccessCondition: "result < 0.05", FailureCondition: "result >= 0.05",
+		Interval: &metav1.Duration{Duration: time.Second}, Count: ptr.To[int32](2)}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(string, string) workv1alpha1.ResourceHealth { return workv1alpha1.ResourceHealthy })
+	ratio.WithLabelValues("member1").Set(0.01)
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRollout(t, ctx, fc, ns, binding, "revision 1 through its analysis", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+
+	ratio.WithLabelValues("member1").Set(0.5)
+	waitPrometheus(t, promAddr, `app_error_ratio{cluster="member1"}`, "0.5")
+	setImage(t, ctx, fc, ns, "nginx", "nginx:1.28")
+	rb := waitRollout(t, ctx, fc, ns, binding, "revision 2's analysis failed and rolled back", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseRolledBack
+	})
+	if a := rb.Status.Rollout.Analysis; a == nil || a.Phase != workv1alpha1.AnalysisFailed || !strings.Contains(rb.Status.Rollout.Message, "its analysis failed") {
+		t.Fatalf("rollout %+v: want the Failed analysis that halted it", rb.Status.Rollout)
+	}
+	if agents.ran("member2", "nginx:1.28") {
+		t.Fatal("member2 received revision 2, whose canary analysis failed")
+	}
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.27" })
+
+	// No such series: inconclusive, never success; a person approves.
+	ratio.DeleteLabelValues("member1")
+	waitPrometheus(t, promAddr, `app_error_ratio{cluster="member1"}`, "")
+	setImage(t, ctx, fc, ns, "nginx", "nginx:1.29")
+	rb = waitRollout(t, ctx, fc, ns, binding, "revision 3 paused on an inconclusive analysis", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 3 && r.Phase == workv1alpha1.RolloutPhaseWaiting && r.Reason == "AnalysisInconclusive"
+	})
+	if !strings.Contains(rb.Status.Rollout.Message, "kubectl flotilla rollout approve nginx -n default --group canary") {
+		t.Fatalf("message %q does not say how to go on", rb.Status.Rollout.Message)
+	}
+	if agents.ran("member2", "nginx:1.29") {
+		t.Fatal("member2 received revision 3 while its canary analysis is inconclusive")
+	}
+	patch := []byte(`{"metadata":{"annotations":{"rollout.flotilla.io/approve":"3/canary"}}}`)
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Patch(ctx, "nginx", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRollout(t, ctx, fc, ns, binding, "revision 3 complete once approved", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 3 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	waitWork(t, fc, "member2", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.29" })
+}
+
+// waitPrometheus waits until Prometheus answers query with want (the
+// first sample's value; "" for no sample).
+func waitPrometheus(t *testing.T, address, query, want string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("Prometheus answers %s with %q", query, want), func() (bool, error) {
+		resp, err := http.Get(address + "/api/v1/query?query=" + url.QueryEscape(query))
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Data struct {
+				Result []struct {
+					Value []any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			return false, nil
+		}
+		got := ""
+		if r := body.Data.Result; len(r) > 0 && len(r[0].Value) == 2 {
+			got = fmt.Sprint(r[0].Value[1])
+		}
+		return got == want, nil
+	})
 }

@@ -475,8 +475,12 @@ func progressive(in Input, d Decision) Decision {
 		d.Events = append(d.Events, Event{"Warning", "RolloutHalted", st.Message})
 	}
 
-	// Advance through the groups that succeeded.
+	// Advance through the groups that succeeded. A halted rollout keeps
+	// the analysis that halted it.
 	st.Analysis = nil
+	if same && halted(st.Phase) {
+		st.Analysis = prev.Analysis
+	}
 	if !halted(st.Phase) {
 		for gi < len(gs) {
 			g := gs[gi]
