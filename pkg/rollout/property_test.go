@@ -261,3 +261,30 @@ func runSchedule(seed int64) error {
 	}
 	return nil
 }
+
+// FuzzRolloutSchedule runs the invariant schedule of TestRolloutInvariants
+// from any seed, and Decide on any approve and resume annotation values
+// (a tenant writes them).
+func FuzzRolloutSchedule(f *testing.F) {
+	f.Add(int64(1), "2/canary", "2")
+	f.Add(int64(42), "9223372036854775807/remaining", "-1/x")
+	f.Add(int64(7), "/", "")
+	f.Fuzz(func(t *testing.T, seed int64, approve, resume string) {
+		if err := runSchedule(seed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		in := Input{Strategy: staged(time.Minute, true), Target: 2, Stable: 1, Clusters: members(1, healthy), Now: t0, Approve: approve, Resume: resume}
+		for i := 0; i < 3; i++ {
+			in.Now = in.Now.Add(40 * time.Second)
+			d := step(&in, func(*Cluster) workv1alpha1.ResourceHealth { return unhealthy })
+			if len(d.Status.Message) > 4096 {
+				t.Fatalf("message of %d bytes", len(d.Status.Message))
+			}
+			for name, rev := range d.Revisions {
+				if name != "member1" && rev == 2 {
+					t.Fatalf("%s got revision 2 while the canary is unhealthy (approve %q resume %q)", name, approve, resume)
+				}
+			}
+		}
+	})
+}
