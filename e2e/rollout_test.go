@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
@@ -214,3 +215,111 @@ func rolloutTrial(ctx context.Context, flotilla flotillaclient.Interface, member
 		return halted.Sub(unhealthy)
 	}
 }
+
+// Analyses on `make up MONITORING=1`: the hub queries the Prometheus
+// local-up.sh runs (--rollout-prometheus-address). A canary analysis that
+// holds (every scraped hub target up) lets the first revision through; one
+// whose failureCondition holds halts the next revision in the canary.
+var _ = Describe("Staged rollout analysis (make up MONITORING=1)", func() {
+	BeforeEach(func() {
+		if env.Prometheus == "" {
+			Skip("this environment runs no Prometheus (hack/local-up.sh with MONITORING=1 does)")
+		}
+	})
+
+	It("passes a group whose Prometheus analysis succeeds and halts one whose analysis fails", func(ctx SpecContext) {
+		cfg, err := env.RestConfig(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		flotilla, err := flotillaclient.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		hub, err := env.Kube(env.HubContext)
+		Expect(err).NotTo(HaveOccurred())
+		names := []string{env.Members[0].Name, env.Members[1].Name}
+		const ns = "e2e-rollout-analysis"
+		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		analysis := func(success, failure string) *policyv1alpha1.RolloutAnalysis {
+			return &policyv1alpha1.RolloutAnalysis{Prometheus: policyv1alpha1.PrometheusAnalysis{Query: `min(up{job="flotilla-hub"})`},
+				SuccessCondition: success, FailureCondition: failure, Interval: &metav1.Duration{Duration: time.Second}, Count: ptr.To[int32](2)}
+		}
+		policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: policyv1alpha1.PropagationSpec{
+				ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
+				Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: names},
+					ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}},
+				RolloutStrategy: &policyv1alpha1.RolloutStrategy{Type: policyv1alpha1.RolloutTypeProgressivePerGroup,
+					ProgressivePerGroup: &policyv1alpha1.RolloutProgressivePerGroup{
+						DecisionGroups: []policyv1alpha1.RolloutGroup{{GroupName: "first", GroupClusterSelector: policyv1alpha1.GroupClusterSelector{
+							LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+								{Key: "cluster.flotilla.io/name", Operator: metav1.LabelSelectorOpIn, Values: names[:1]}}}},
+							Analysis: analysis("result == 1.0", "result < 1.0")}}}},
+			}}
+		// The group selects the first member by name: label it so.
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"cluster.flotilla.io/name": names[0]}}})
+		_, err = flotilla.ClusterV1alpha1().Clusters().Patch(ctx, names[0], types.MergePatchType, patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			_, _ = flotilla.ClusterV1alpha1().Clusters().Patch(ctx, names[0], types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"cluster.flotilla.io/name":null}}}`), metav1.PatchOptions{})
+		})
+		_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: rolloutDeployment(nil)}}}}
+		_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+			Eventually(ctx, func() bool {
+				_, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
+			_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+			_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		})
+		status := func(g Gomega) *workv1alpha1.RolloutStatus {
+			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rb.Status.Rollout).NotTo(BeNil())
+			return rb.Status.Rollout
+		}
+		Eventually(ctx, func(g Gomega) {
+			r := status(g)
+			g.Expect(r.Revision).To(Equal(int64(1)))
+			g.Expect(r.Phase).To(Equal(workv1alpha1.RolloutPhaseComplete), "%s %+v", r.Message, r.Analysis)
+		}).WithTimeout(2 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		// The same query, conditions that say failure: revision 2 halts.
+		Eventually(ctx, func() error {
+			cur, err := flotilla.PolicyV1alpha1().PropagationPolicies(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.RolloutStrategy.ProgressivePerGroup.DecisionGroups[0].Analysis = analysis("result > 1.0", "result <= 1.0")
+			_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Eventually(ctx, func() error {
+			cur, err := flotilla.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.Manifest.Raw = rolloutDeployment(map[string]string{"e2e.flotilla.io/zone": "a"})
+			_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			r := status(g)
+			g.Expect(r.Revision).To(Equal(int64(2)))
+			g.Expect(r.Phase).To(Equal(workv1alpha1.RolloutPhaseHalted), r.Message)
+			g.Expect(r.Reason).To(Equal("AnalysisFailed"))
+			g.Expect(r.Analysis).NotTo(BeNil())
+			g.Expect(r.Analysis.Message).To(ContainSubstring("result 1"))
+		}).WithTimeout(2 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		member2, err := env.Kube(env.Members[1].Context)
+		Expect(err).NotTo(HaveOccurred())
+		d, err := member2.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "the second member received the halted revision")
+	})
+})

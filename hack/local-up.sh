@@ -221,6 +221,10 @@ if [ "$FAST" = 1 ]; then
 	hub_flags+=(--failover-eviction-timeout=20s --default-not-ready-toleration-seconds=5
 		--default-unreachable-toleration-seconds=5 --graceful-eviction-timeout=15s)
 fi
+if [ "$MONITORING" = 1 ]; then
+	# Staged rollouts' analyses query the Prometheus this script runs.
+	hub_flags+=(--rollout-prometheus-address "http://127.0.0.1:$PROMETHEUS_PORT")
+fi
 
 # The hub's ResourceInterpreterCustomization webhook, registered as in
 # manifests/hub/webhook.yaml but called at the local hub's address (no

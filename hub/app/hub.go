@@ -119,6 +119,9 @@ type Options struct {
 	RolloutPrometheusAddress string
 	// RolloutAnalysisTimeout bounds one analysis query.
 	RolloutAnalysisTimeout time.Duration
+	// RolloutDependencyMinSuccessTime is the least soak of a dependency
+	// rolling in its workloads' groups.
+	RolloutDependencyMinSuccessTime time.Duration
 	// DNSEndpointPublishing writes an ExternalDNS DNSEndpoint per
 	// MultiClusterIngress (pkg/hub/dnsendpoint).
 	DNSEndpointPublishing bool
@@ -182,6 +185,7 @@ func NewOptions() *Options {
 		DNSTrafficMaxInFlight:               1024,
 		DNSTrafficStaleHorizon:              time.Hour,
 		RolloutAnalysisTimeout:              10 * time.Second,
+		RolloutDependencyMinSuccessTime:     30 * time.Second,
 		Webhook:                             DefaultWebhookOptions(),
 	}
 }
@@ -239,6 +243,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Base URL of the Prometheus (HTTP API) that staged rollouts' analyses query, e.g. http://prometheus.monitoring:9090. Chosen by the hub's admin, never by a policy; empty: every analysis is inconclusive and pauses its rollout for a person.")
 	fs.DurationVar(&o.RolloutAnalysisTimeout, "rollout-analysis-timeout", o.RolloutAnalysisTimeout,
 		"How long one rollout analysis query may take; a slower one is inconclusive.")
+	fs.DurationVar(&o.RolloutDependencyMinSuccessTime, "rollout-dependency-min-success-time", o.RolloutDependencyMinSuccessTime,
+		"The least soak time, per cluster, of a ConfigMap or Secret that rolls out in the groups of the workloads that need it (gated by their health, which a workload reports only when it changes).")
 	o.Webhook.AddFlags(fs)
 
 	// Host names.
@@ -273,6 +279,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DNSTrafficStaleHorizon <= 0 || o.DNSTrafficStaleHorizon > 7*24*time.Hour {
 		return fmt.Errorf("--dns-traffic-stale-horizon must be in (0, 168h]")
+	}
+	if o.RolloutDependencyMinSuccessTime < 0 {
+		return fmt.Errorf("--rollout-dependency-min-success-time must not be negative")
 	}
 	if o.RolloutAnalysisTimeout <= 0 || o.RolloutAnalysisTimeout > 5*time.Minute {
 		return fmt.Errorf("--rollout-analysis-timeout must be in (0, 5m]")
@@ -491,7 +500,8 @@ func Run(ctx context.Context, opts *Options) error {
 				}
 			}})
 		bindingCtl := binding.NewController(clients.flotilla("binding"), factory, binding.Options{Metrics: hubMetrics, Recorder: recorder,
-			Statuses: bindingStatuses, Interpreter: interpreter, Revisions: revisions, Hold: rolloutHold(guard), Analyzer: analysisOf(analyses)})
+			Statuses: bindingStatuses, Interpreter: interpreter, Revisions: revisions, Hold: rolloutHold(guard), Analyzer: analysisOf(analyses),
+			DependencyMinSuccessTime: opts.RolloutDependencyMinSuccessTime})
 		enqueueBinding = bindingCtl.EnqueueAnalysis
 		taintManager := taintmanager.NewController(clients.flotilla("taint-manager"), factory, taintmanager.Options{
 			Defaults: taintmanager.Defaults{NotReadyTolerationSeconds: opts.DefaultNotReadyTolerationSeconds,

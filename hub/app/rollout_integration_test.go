@@ -432,3 +432,105 @@ func waitPrometheus(t *testing.T, address, query, want string) {
 		return got == want, nil
 	})
 }
+
+// A ConfigMap a workload needs (propagateDeps), with no policy of its own,
+// rolls in the workload's groups and is gated by the workload's health on
+// each cluster: a change that makes the canary's workload Unhealthy halts
+// there and rolls back, and the other clusters never receive it.
+func TestDependencyRollsInItsWorkloadsGroups(t *testing.T) {
+	t.Parallel()
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) { o.RolloutDependencyMinSuccessTime = 3 * time.Second })
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const web, settings, creds = "web-deployment", "web-settings-configmap", "web-creds-secret"
+	policy := stagedPolicy(ns, 3*time.Second, &policyv1alpha1.RolloutRollback{})
+	policy.Spec.ResourceSelectors[0].Name = "web"
+	policy.Spec.PropagateDeps = true
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]map[string]bool{} // cluster → ConfigMap values it received
+	mode := func(cluster string) string {
+		w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, workobjects.WorkName(ns, settings), metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		v, _, _ := unstructured.NestedString(manifestOf(t, w).Object, "data", "a")
+		return v
+	}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, cluster := range clusters {
+			m := mode(cluster)
+			mu.Lock()
+			if seen[cluster] == nil {
+				seen[cluster] = map[string]bool{}
+			}
+			seen[cluster][m] = true
+			mu.Unlock()
+			for _, b := range []string{web, settings, creds} {
+				w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, workobjects.WorkName(ns, b), metav1.GetOptions{})
+				if err != nil {
+					continue
+				}
+				h := workv1alpha1.ResourceHealthy
+				if b == web && m == "bad" {
+					h = workv1alpha1.ResourceUnhealthy // the workload reads the bad setting
+				}
+				applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
+				if applied != nil && applied.ObservedGeneration == w.Generation && len(w.Status.ManifestStatuses) > 0 && w.Status.ManifestStatuses[0].Health == h {
+					continue
+				}
+				obj := manifestOf(t, w)
+				meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1alpha1.WorkConditionApplied, Status: metav1.ConditionTrue,
+					Reason: "Applied", Message: "applied", ObservedGeneration: w.Generation})
+				gv := obj.GroupVersionKind()
+				w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
+					Identifier: workv1alpha1.ResourceIdentifier{Group: gv.Group, Version: gv.Version, Kind: gv.Kind, Namespace: ns, Name: obj.GetName()},
+					Status:     &runtime.RawExtension{Raw: []byte(`{"replicas":2}`)}, Health: h}}
+				_, _ = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+			}
+		}
+	}, 100*time.Millisecond)
+	dpCreate(t, ctx, fc, ns, "web-settings", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-settings"},"data":{"a":"plain"}}`)
+	dpCreate(t, ctx, fc, ns, "web-creds", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"web-creds"},"data":{"p":"eA=="}}`)
+	dpCreate(t, ctx, fc, ns, "web", dpWebManifest)
+	for _, b := range []string{web, settings} {
+		waitRollout(t, ctx, fc, ns, b, b+" revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+			return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+		})
+	}
+	for _, c := range clusters {
+		waitUntil(t, c+" has the plain settings", func() (bool, error) { return mode(c) == "plain", nil })
+	}
+
+	// The bad setting.
+	waitUntil(t, "ConfigMap template changed", func() (bool, error) {
+		tmpl, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "web-settings", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		tmpl.Spec.Manifest.Raw = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-settings"},"data":{"a":"bad"}}`)
+		_, err = fc.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, tmpl, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	rb := waitRollout(t, ctx, fc, ns, settings, "the ConfigMap's revision 2 halted and rolled back", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseRolledBack
+	})
+	if !strings.Contains(rb.Status.Rollout.Message, "member1") {
+		t.Fatalf("halt message %q does not name member1", rb.Status.Rollout.Message)
+	}
+	waitUntil(t, "member1 back on the plain settings", func() (bool, error) { return mode("member1") == "plain", nil })
+	mu.Lock()
+	defer mu.Unlock()
+	if !seen["member1"]["bad"] {
+		t.Fatal("the canary never received the change: the test proves nothing")
+	}
+	for _, c := range []string{"member2", "member3"} {
+		if seen[c]["bad"] {
+			t.Fatalf("%s received the ConfigMap change its group had not reached", c)
+		}
+	}
+}

@@ -99,6 +99,10 @@ type Input struct {
 	// maxConcurrency (one disruption budget for rollout and failover).
 	Disruptions int
 	Analyzer    Analyzer
+	// MinSuccessTimeFloor is the least soak time: a dependency gated by
+	// the health of the workloads that need it soaks at least this long,
+	// as a workload reports its health only when it changes.
+	MinSuccessTimeFloor time.Duration
 }
 
 // Event is something a person should see on the binding.
@@ -335,7 +339,7 @@ func progressive(in Input, d Decision) Decision {
 	if cfg.ProgressDeadline != nil && cfg.ProgressDeadline.Duration > 0 {
 		deadline = cfg.ProgressDeadline.Duration
 	}
-	soak := max(cfg.MinSuccessTime.Duration, 0)
+	soak := max(cfg.MinSuccessTime.Duration, in.MinSuccessTimeFloor, 0)
 	gs := groups(s, in.Clusters)
 	now := metav1.NewTime(in.Now)
 

@@ -103,6 +103,10 @@ type Options struct {
 	// Analyzer runs the rollout groups' analyses; nil: every analysis is
 	// inconclusive.
 	Analyzer Analyzer
+	// DependencyMinSuccessTime is the least soak of a dependency that
+	// rolls in its workloads' groups (their health is reported only when
+	// it changes, so a change needs time to show).
+	DependencyMinSuccessTime time.Duration
 }
 
 // Controller is the binding controller.
@@ -165,6 +169,10 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	all := handler(enqueue)
 	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
 		_, _ = inf.AddEventHandler(all)
+		// A dependency that rolls in its dependents' groups is gated by
+		// their health: their status brings it back.
+		workobjects.AddRequiredByIndex(inf)
+		_, _ = inf.AddEventHandler(handler(c.enqueueDependencies))
 	}
 	_, _ = works.Informer().AddEventHandler(handler(c.enqueueWorkBinding))
 	forgetCreated := func(obj any) {
@@ -895,5 +903,23 @@ func (c *Controller) event(binding *workv1alpha1.ResourceBinding, eventType, rea
 	// kind in TypeMeta, so the event lands on it.
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Event(binding, eventType, reason, msg)
+	}
+}
+
+// enqueueDependencies syncs the dependencies that roll in the binding's
+// groups.
+func (c *Controller) enqueueDependencies(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	for _, indexer := range c.bindingIndexers {
+		objs, _ := indexer.ByIndex(workobjects.RequiredByIndex, workobjects.Key(m))
+		for _, o := range objs {
+			c.queue.Add(workobjects.Key(o.(metav1.Object)))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package binding
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 	if c.opts.Revisions == nil {
 		return nil
 	}
-	strategy := binding.Spec.RolloutStrategy
+	strategy, inherited := c.effectiveStrategy(binding)
 	var reviser ReplicaReviser = resourceinterpreter.Default
 	if c.opts.Interpreter != nil {
 		reviser = c.opts.Interpreter
@@ -107,6 +108,9 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 				cl.Running = -1
 			}
 			cl.Health = workHealth(w)
+			if inherited {
+				cl.Health = worst(cl.Health, c.dependentsHealth(binding, t.Name))
+			}
 		}
 		clusters = append(clusters, cl)
 	}
@@ -126,6 +130,9 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 	in := rollout.Input{Strategy: strategy, Target: target, Stable: stable, Previous: prev, Clusters: clusters, Now: c.opts.Clock.Now(),
 		Approve: annotations[workv1alpha1.AnnotationRolloutApprove], Resume: annotations[workv1alpha1.AnnotationRolloutResume],
 		Disruptions: len(binding.Spec.GracefulEvictionTasks), Template: templateArg(binding)}
+	if inherited {
+		in.MinSuccessTimeFloor = c.opts.DependencyMinSuccessTime
+	}
 	if c.opts.Hold != nil {
 		in.Hold = c.opts.Hold()
 	}
@@ -262,4 +269,68 @@ func (c *Controller) EnqueueAnalysis(key string) {
 	if i := strings.LastIndex(key, "@"); i > 0 {
 		c.queue.Add(key[:i])
 	}
+}
+
+// effectiveStrategy is the binding's own rollout strategy, or, for a
+// dependency without one (a ConfigMap or Secret a workload needs), the
+// strategy of the first workload that needs it (spec.requiredBy, sorted)
+// and has one: it rolls in that workload's groups, gated by the health of
+// the workloads that need it (inherited).
+func (c *Controller) effectiveStrategy(binding *workv1alpha1.ResourceBinding) (*policyv1alpha1.RolloutStrategy, bool) {
+	if !strategyAll(binding.Spec.RolloutStrategy) {
+		return binding.Spec.RolloutStrategy, false
+	}
+	for _, snap := range binding.Spec.RequiredBy {
+		if dep, err := c.bindings.Get(snapshotKey(snap)); err == nil && !strategyAll(dep.Spec.RolloutStrategy) {
+			return dep.Spec.RolloutStrategy, true
+		}
+	}
+	return binding.Spec.RolloutStrategy, false
+}
+
+func snapshotKey(snap workv1alpha1.BindingSnapshot) string {
+	return workobjects.Key(&metav1.ObjectMeta{Namespace: snap.Namespace, Name: snap.Name})
+}
+
+// dependentsHealth is the health, on cluster, of the workloads that need
+// the binding's object there: Unhealthy if one is, Unknown if one has not
+// reported, else Healthy.
+func (c *Controller) dependentsHealth(binding *workv1alpha1.ResourceBinding, cluster string) workv1alpha1.ResourceHealth {
+	out := workv1alpha1.ResourceHealthy
+	for _, snap := range binding.Spec.RequiredBy {
+		if !slices.ContainsFunc(snap.Clusters, func(t workv1alpha1.TargetCluster) bool { return t.Name == cluster }) {
+			continue
+		}
+		dep, err := c.bindings.Get(snapshotKey(snap))
+		h := workv1alpha1.ResourceUnknown
+		if err == nil {
+			for _, it := range dep.Status.AggregatedStatus {
+				if it.ClusterName == cluster && it.Health != "" {
+					h = it.Health
+				}
+			}
+		}
+		out = worst(out, h)
+	}
+	return out
+}
+
+// worst of two healths: Unhealthy, then Unknown, then Healthy.
+func worst(a, b workv1alpha1.ResourceHealth) workv1alpha1.ResourceHealth {
+	rank := func(h workv1alpha1.ResourceHealth) int {
+		switch h {
+		case workv1alpha1.ResourceUnhealthy:
+			return 2
+		case workv1alpha1.ResourceHealthy:
+			return 0
+		}
+		return 1
+	}
+	if rank(a) >= rank(b) {
+		if a == "" {
+			return workv1alpha1.ResourceUnknown
+		}
+		return a
+	}
+	return b
 }
