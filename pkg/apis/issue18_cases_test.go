@@ -37,7 +37,7 @@ func init() {
 	acceptedCases = append(acceptedCases, issue18Accepted...)
 	refusedCases = append(refusedCases, issue18Refused...)
 	// These examples have names of their own.
-	for _, name := range []string{"application-failover-knobs.yaml", "apply-strategy.yaml", "stateful-failover.yaml"} {
+	for _, name := range []string{"application-failover-knobs.yaml", "apply-strategy.yaml", "stateful-failover.yaml", "rollout.yaml"} {
 		acceptedCases = append(acceptedCases, exampleCases(name, "")...)
 	}
 	// These reuse the seed's names (nginx): they go to their own namespace

@@ -74,7 +74,9 @@ func randomStrategy(r *rand.Rand) *policyv1alpha1.RolloutStrategy {
 //  4. the stable revision only moves forward, to a revision every
 //     group passed;
 //  5. a group succeeds only when each of its live clusters runs the
-//     revision and reported it Healthy.
+//     revision and reported it Healthy;
+//  6. a cluster starts updating only while the group's updating clusters
+//     and the workload's evicted copies stay within maxConcurrency.
 //
 // A failure prints the seed; -rollout-seed=N replays it.
 func TestRolloutInvariants(t *testing.T) {
@@ -210,6 +212,29 @@ func runSchedule(seed int64) error {
 			}
 			if b.Lost && st.Phase != workv1alpha1.RolloutPhaseComplete && groupOf[name] == reached {
 				return fmt.Errorf("step %d: lost %s started updating", stepN, name)
+			}
+		}
+		// 6: the disruption budget: when a cluster of the group being
+		// updated starts updating, at most maxConcurrency of the group's
+		// clusters are updating or being evicted.
+		if !halted(st.Phase) && st.Phase != workv1alpha1.RolloutPhaseComplete && rolling && int(st.GroupIndex) < len(gs) {
+			g := gs[st.GroupIndex]
+			started, updating := false, in.Disruptions
+			for _, c := range g.clusters {
+				rev, ok := d.Revisions[c.Name]
+				if !ok || rev != in.Target {
+					continue
+				}
+				v := verdict(st, c.Name)
+				if before[c.Name].Running != in.Target {
+					started = true
+				}
+				if v == workv1alpha1.VerdictUpdating || v == workv1alpha1.VerdictSoaking {
+					updating++
+				}
+			}
+			if started && updating > g.maxConcurrency {
+				return fmt.Errorf("step %d: group %s has %d clusters updating or evicted, maxConcurrency %d", stepN, g.name, updating, g.maxConcurrency)
 			}
 		}
 		// 2: after a halt, the set on the halted revision never grows.
