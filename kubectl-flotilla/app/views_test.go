@@ -326,3 +326,16 @@ func TestBuildWhereList(t *testing.T) {
 		}
 	}
 }
+
+func TestWhereShowsTheRollout(t *testing.T) {
+	b := &workv1alpha1.ResourceBinding{}
+	b.Status.Rollout = &workv1alpha1.RolloutStatus{Revision: 2, StableRevision: 1, Phase: workv1alpha1.RolloutPhaseHalted, Group: "canary"}
+	v := BuildWhereView(TemplateRef{}, nil, b, nil, nil)
+	if want := "revision 2 Halted in group canary (stable 1; kubectl flotilla rollout status)"; v.Rollout != want {
+		t.Fatalf("rollout %q, want %q", v.Rollout, want)
+	}
+	b.Status.Rollout = &workv1alpha1.RolloutStatus{Revision: 3, StableRevision: 3, Phase: workv1alpha1.RolloutPhaseComplete, Group: "remaining"}
+	if v := BuildWhereView(TemplateRef{}, nil, b, nil, nil); v.Rollout != "revision 3 Complete" {
+		t.Fatalf("rollout %q", v.Rollout)
+	}
+}

@@ -51,6 +51,9 @@ type WhereView struct {
 	// why it is (not) scheduled, (not) applied, (not) propagated.
 	Conditions []ConditionView `json:"conditions,omitempty"`
 	Events     []EventView     `json:"events,omitempty"`
+	// Rollout sums up status.rollout ("" when there is none): the
+	// revision, its phase, group and the stable revision.
+	Rollout string `json:"rollout,omitempty"`
 	// Problem says what could not be found (no binding: no policy selects
 	// the template, or its manifest does not parse).
 	Problem string `json:"problem,omitempty"`
@@ -148,6 +151,9 @@ func BuildWhereView(ref TemplateRef, tmpl *workv1alpha1.ResourceTemplate, b *wor
 		if obj, err := workobjects.Object(tmpl); err == nil {
 			v.Resource = obj.GetKind() + "/" + obj.GetName()
 		}
+	}
+	if b != nil && b.Status.Rollout != nil {
+		v.Rollout = rolloutSummary(b.Status.Rollout)
 	}
 	byName := map[string]*WhereCluster{}
 	cluster := func(name string) *WhereCluster {
@@ -436,6 +442,9 @@ func (o *Options) printWhere(v WhereView) error {
 	if v.Replicas > 0 {
 		head = append(head, [2]string{"Replicas:", strconv.Itoa(int(v.Replicas))})
 	}
+	if v.Rollout != "" {
+		head = append(head, [2]string{"Rollout:", v.Rollout})
+	}
 	if v.Problem != "" {
 		head = append(head, [2]string{"Problem:", v.Problem})
 	}
@@ -556,4 +565,17 @@ func inNamespaceShort(ns string) string {
 		return ""
 	}
 	return " (namespace " + ns + ")"
+}
+
+// rolloutSummary is one line of a rollout: "revision 2 Halted in group
+// canary (stable 1; kubectl flotilla rollout status)".
+func rolloutSummary(r *workv1alpha1.RolloutStatus) string {
+	out := fmt.Sprintf("revision %d %s", r.Revision, r.Phase)
+	if r.Group != "" && r.Phase != workv1alpha1.RolloutPhaseComplete {
+		out += " in group " + r.Group
+	}
+	if r.StableRevision != r.Revision {
+		out += fmt.Sprintf(" (stable %d; kubectl flotilla rollout status)", r.StableRevision)
+	}
+	return out
 }
