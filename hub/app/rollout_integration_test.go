@@ -41,11 +41,15 @@ type fakeAgents struct {
 	mu     sync.Mutex
 	health func(cluster, image string) workv1alpha1.ResourceHealth
 	seen   map[string]map[string]bool // cluster → images its Work ever held
+	first  map[string]map[string]time.Time
+	// delay: a copy is reported only this long after its Work first held
+	// its image (an agent's apply and a pod's start take time).
+	delay time.Duration
 }
 
 func playAgents(t *testing.T, ctx context.Context, fc flotillaclient.Interface, clusters []string, ns, binding string,
 	health func(cluster, image string) workv1alpha1.ResourceHealth) *fakeAgents {
-	a := &fakeAgents{health: health, seen: map[string]map[string]bool{}}
+	a := &fakeAgents{health: health, seen: map[string]map[string]bool{}, first: map[string]map[string]time.Time{}}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for _, cluster := range clusters {
 			w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
@@ -56,10 +60,18 @@ func playAgents(t *testing.T, ctx context.Context, fc flotillaclient.Interface, 
 			a.mu.Lock()
 			if a.seen[cluster] == nil {
 				a.seen[cluster] = map[string]bool{}
+				a.first[cluster] = map[string]time.Time{}
+			}
+			if !a.seen[cluster][img] {
+				a.first[cluster][img] = time.Now()
 			}
 			a.seen[cluster][img] = true
 			h := a.health(cluster, img)
+			early := time.Since(a.first[cluster][img]) < a.delay
 			a.mu.Unlock()
+			if early {
+				continue
+			}
 			applied := meta.FindStatusCondition(w.Status.Conditions, workv1alpha1.WorkConditionApplied)
 			if applied != nil && applied.ObservedGeneration == w.Generation && len(w.Status.ManifestStatuses) > 0 && w.Status.ManifestStatuses[0].Health == h {
 				continue
@@ -79,6 +91,13 @@ func (a *fakeAgents) ran(cluster, image string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.seen[cluster][image]
+}
+
+// firstSaw is when cluster's Work was first seen holding image.
+func (a *fakeAgents) firstSaw(cluster, image string) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.first[cluster][image]
 }
 
 func (a *fakeAgents) setHealth(f func(cluster, image string) workv1alpha1.ResourceHealth) {
@@ -169,6 +188,9 @@ func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 		}
 		return workv1alpha1.ResourceHealthy
 	})
+	agents.mu.Lock()
+	agents.delay = 700 * time.Millisecond
+	agents.mu.Unlock()
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
 		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
 	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
@@ -184,6 +206,15 @@ func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 		w := waitWork(t, fc, c, ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.27" })
 		if w.Annotations[workv1alpha1.AnnotationTemplateRevision] != "1" {
 			t.Fatalf("%s's Work is annotated revision %q, want 1", c, w.Annotations[workv1alpha1.AnnotationTemplateRevision])
+		}
+	}
+	// The new workload's first revision went to the canary first, not to
+	// every cluster at once (its binding is synced before it is scheduled).
+	canaryAt := agents.firstSaw("member1", "nginx:1.27")
+	for _, c := range []string{"member2", "member3"} {
+		// Not before the canary's copy was reported (700ms after its Work).
+		if at := agents.firstSaw(c, "nginx:1.27"); at.Sub(canaryAt) < 600*time.Millisecond {
+			t.Fatalf("%s had revision 1 at %s, the canary only at %s", c, at.Format(time.StampMilli), canaryAt.Format(time.StampMilli))
 		}
 	}
 
@@ -359,6 +390,8 @@ func TestRolloutAnalysisGatesGroups(t *testing.T) {
 	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(string, string) workv1alpha1.ResourceHealth { return workv1alpha1.ResourceHealthy })
 	ratio.WithLabelValues("member1").Set(0.01)
+	// A first measurement before the first scrape would be inconclusive.
+	waitPrometheus(t, promAddr, `app_error_ratio{cluster="member1"}`, "0.01")
 	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
 		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
 	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {

@@ -333,6 +333,16 @@ func ParseResume(v string) (int64, bool) {
 }
 
 func progressive(in Input, d Decision) Decision {
+	if len(in.Clusters) == 0 {
+		// Nothing is scheduled yet (or any more): a revision no cluster
+		// ran has passed no gate, so it does not complete.
+		d.Status = workv1alpha1.RolloutStatus{Revision: in.Target, StableRevision: in.Stable, Phase: workv1alpha1.RolloutPhaseProgressing,
+			Reason: ReasonProgressing, Message: fmt.Sprintf("revision %d waits: no cluster is scheduled", in.Target)}
+		if p := in.Previous; p != nil && p.Revision == in.Target && halted(p.Phase) {
+			d.Status.Phase, d.Status.Reason, d.Status.Message, d.Status.HaltedTime = p.Phase, p.Reason, p.Message, p.HaltedTime
+		}
+		return d
+	}
 	s := in.Strategy
 	cfg := config(s)
 	deadline := DefaultProgressDeadline

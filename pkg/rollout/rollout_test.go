@@ -361,3 +361,19 @@ func TestCanaryLostMidRolloutWaitsForAPerson(t *testing.T) {
 		t.Fatalf("approved, yet %v", d.Revisions)
 	}
 }
+
+// A new workload's binding is synced before the scheduler placed it: its
+// first revision must not complete with no cluster (it would then be the
+// stable revision, and every cluster would get it at once).
+func TestNoClusterCompletesNothing(t *testing.T) {
+	in := Input{Strategy: staged(time.Minute, false), Target: 1, Now: t0}
+	d := step(&in, func(*Cluster) workv1alpha1.ResourceHealth { return healthy })
+	if d.Stable != 0 || d.Status.Phase == workv1alpha1.RolloutPhaseComplete {
+		t.Fatalf("phase %s stable %d with no cluster", d.Status.Phase, d.Stable)
+	}
+	in.Clusters = members(0, unknown)
+	d = step(&in, func(*Cluster) workv1alpha1.ResourceHealth { return healthy })
+	if d.Revisions["member1"] != 1 || len(d.Revisions) != 1 {
+		t.Fatalf("once scheduled: %v, want the canary only", d.Revisions)
+	}
+}
