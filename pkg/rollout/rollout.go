@@ -110,6 +110,15 @@ type Event struct {
 	Type, Reason, Message string
 }
 
+// EventReason is the reason an event of e has on the binding: the
+// rollout's reasons, prefixed with Rollout where they do not say it.
+func (e Event) EventReason() string {
+	if strings.HasPrefix(e.Reason, "Rollout") {
+		return e.Reason
+	}
+	return "Rollout" + e.Reason
+}
+
 // Event reasons.
 const (
 	ReasonGroupSucceeded  = "RolloutGroupSucceeded"
@@ -169,11 +178,24 @@ func settled(in Input, d Decision, all bool) Decision {
 	d.Stable = in.Target
 	st := workv1alpha1.RolloutStatus{Revision: in.Target, StableRevision: in.Target, Phase: workv1alpha1.RolloutPhaseComplete}
 	prev := previousClusters(in)
+	groupOf, order := map[string]string{}, map[string]int{}
+	if !all {
+		for i, g := range groups(in.Strategy, in.Clusters) {
+			order[g.name] = i
+			for _, c := range g.clusters {
+				groupOf[c.Name] = g.name
+			}
+		}
+	}
 	pending := 0
 	for i := range in.Clusters {
 		c := &in.Clusters[i]
 		d.Revisions[c.Name] = in.Target
-		cs := workv1alpha1.ClusterRolloutStatus{ClusterName: c.Name, Revision: c.Running, Group: AllGroupName}
+		group := AllGroupName
+		if g, ok := groupOf[c.Name]; ok {
+			group = g
+		}
+		cs := workv1alpha1.ClusterRolloutStatus{ClusterName: c.Name, Revision: c.Running, Group: group}
 		if p, ok := prev[c.Name]; ok && p.Revision == c.Running {
 			cs.UpdatedTime = p.UpdatedTime
 		}
@@ -198,7 +220,7 @@ func settled(in Input, d Decision, all bool) Decision {
 	if all {
 		st.Group = AllGroupName
 	}
-	sortClusters(st.Clusters, nil)
+	sortClusters(st.Clusters, order)
 	st.Clusters = boundClusters(st.Clusters)
 	if p := in.Previous; p != nil && p.Revision == in.Target && p.Phase == workv1alpha1.RolloutPhaseProgressing && st.Phase == workv1alpha1.RolloutPhaseComplete {
 		d.Events = append(d.Events, Event{"Normal", ReasonComplete, st.Message})
@@ -481,6 +503,9 @@ func progressive(in Input, d Decision) Decision {
 		maxFailures = scaled(cfg.MaxFailures, total, false)
 	}
 	st.Failures = int32(failures)
+	if same && halted(st.Phase) && prev.Failures > st.Failures {
+		st.Failures = prev.Failures // rolled back: the failures that halted it stay counted
+	}
 
 	if !halted(st.Phase) && failures > maxFailures {
 		st.Phase, st.HaltedTime, st.Reason = workv1alpha1.RolloutPhaseHalted, &now, ReasonClusterFailed

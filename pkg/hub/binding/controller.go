@@ -738,7 +738,7 @@ func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.Res
 		// Said once the decision is recorded: a sync whose write failed
 		// decides, and says it, again.
 		for _, e := range plan.decision.Events {
-			c.event(binding, e.Type, e.Reason, e.Message)
+			c.event(binding, e.Type, e.EventReason(), e.Message)
 		}
 	}
 	return err
