@@ -100,12 +100,6 @@ func (a *fakeAgents) firstSaw(cluster, image string) time.Time {
 	return a.first[cluster][image]
 }
 
-func (a *fakeAgents) setHealth(f func(cluster, image string) workv1alpha1.ResourceHealth) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.health = f
-}
-
 func stagedPolicy(ns string, deadline time.Duration, rollback *policyv1alpha1.RolloutRollback) *policyv1alpha1.PropagationPolicy {
 	return &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
 		Spec: policyv1alpha1.PropagationSpec{
