@@ -561,3 +561,59 @@ func TestDependencyRollsInItsWorkloadsGroups(t *testing.T) {
 		}
 	}
 }
+
+// The fleet guard holds staged rollouts: with two of three clusters not
+// Ready (a partial disruption), a template change starts updating no
+// cluster — the rollout waits with reason FleetGuardHolds and the lost
+// clusters are reported Lost — and it goes on once the fleet is back.
+func TestFleetGuardHoldsRollouts(t *testing.T) {
+	t.Parallel()
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) {
+		// Nothing is evicted during the test: only the hold is looked at.
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.FailoverEvictionTimeout = time.Hour
+	})
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, stagedPolicy(ns, time.Minute, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(string, string) workv1alpha1.ResourceHealth { return workv1alpha1.ResourceHealthy })
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	setReady := func(name string, s metav1.ConditionStatus) {
+		c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setClusterReady(t, ctx, fc, c, s)
+	}
+	setReady("member2", metav1.ConditionFalse)
+	setReady("member3", metav1.ConditionFalse)
+	setImage(t, ctx, fc, ns, "nginx", "nginx:1.28")
+	rb := waitRollout(t, ctx, fc, ns, binding, "revision 2 held by the fleet guard", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseWaiting && r.Reason == "FleetGuardHolds"
+	})
+	for _, c := range rb.Status.Rollout.Clusters {
+		if (c.ClusterName == "member2" || c.ClusterName == "member3") && c.Verdict != workv1alpha1.VerdictLost {
+			t.Fatalf("%s is %s, want Lost (not Ready): %+v", c.ClusterName, c.Verdict, rb.Status.Rollout.Clusters)
+		}
+	}
+	if agents.ran("member1", "nginx:1.28") {
+		t.Fatal("the canary started updating while the fleet guard sees a partial disruption")
+	}
+	setReady("member2", metav1.ConditionTrue)
+	setReady("member3", metav1.ConditionTrue)
+	waitRollout(t, ctx, fc, ns, binding, "revision 2 complete once the fleet is back", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+}

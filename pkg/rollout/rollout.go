@@ -55,6 +55,10 @@ import (
 // DefaultProgressDeadline is progressDeadline when the strategy sets none.
 const DefaultProgressDeadline = 10 * time.Minute
 
+// HoldRecheck is how soon a rollout the fleet guard holds is decided
+// again.
+const HoldRecheck = 5 * time.Second
+
 // AllGroupName names the one group of an All or Progressive rollout.
 const AllGroupName = "all"
 
@@ -599,6 +603,8 @@ func progressive(in Input, d Decision) Decision {
 			}
 		}
 		if in.Hold != "" && st.Phase == workv1alpha1.RolloutPhaseProgressing {
+			// The guard's verdict changes without an event on the binding.
+			requeue = append(requeue, HoldRecheck)
 			st.Phase, st.Reason = workv1alpha1.RolloutPhaseWaiting, ReasonFleetGuardHolds
 			st.Message = statuslimits.Text("no cluster starts updating: "+in.Hold, 4096)
 			if prev == nil || !same || prev.Phase != workv1alpha1.RolloutPhaseWaiting {
