@@ -889,3 +889,24 @@ func OwnsCopy(st *workv1alpha1.RolloutStatus, cluster string) bool {
 	}
 	return false
 }
+
+// Updating says whether the rollout is changing clusters now: a revision
+// still in its gates has clusters updating or soaking, or is rolling back.
+// Failback waits for it (one disruption budget for changes and moves).
+func Updating(st *workv1alpha1.RolloutStatus) bool {
+	if st == nil || st.Revision == st.StableRevision {
+		return false
+	}
+	if st.Phase == workv1alpha1.RolloutPhaseRollingBack {
+		return true
+	}
+	if st.Phase != workv1alpha1.RolloutPhaseProgressing && st.Phase != workv1alpha1.RolloutPhaseWaiting {
+		return false
+	}
+	for _, c := range st.Clusters {
+		if c.Revision == st.Revision && (c.Verdict == workv1alpha1.VerdictUpdating || c.Verdict == workv1alpha1.VerdictSoaking) {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/clusteraffinity"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/rollout"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
 
@@ -281,6 +282,13 @@ func Decide(in Input) Decision {
 	d := Decision{Clusters: returning}
 	if len(in.Spec.GracefulEvictionTasks) > 0 || pendingReschedule(in.Spec, in.Status) {
 		d.Action, d.Message = ActionWaitTask, "a graceful eviction or a reschedule is in progress"
+		return d
+	}
+	if rollout.Updating(in.Status.Rollout) {
+		// One disruption budget: a failback does not move a workload
+		// whose clusters a staged rollout is changing (the rollout, in
+		// turn, counts failback tasks against its maxConcurrency).
+		d.Action, d.Message = ActionWaitTask, fmt.Sprintf("a staged rollout of revision %d is updating clusters", in.Status.Rollout.Revision)
 		return d
 	}
 	window := Window(fb)

@@ -154,6 +154,14 @@ func TestDecide(t *testing.T) {
 		{name: "open graceful task", mutate: func(s *workv1alpha1.ResourceBindingSpec, _ *workv1alpha1.ResourceBindingStatus) {
 			s.GracefulEvictionTasks = []workv1alpha1.GracefulEvictionTask{{FromCluster: "member3", Reason: workv1alpha1.EvictionReasonTaintUntolerated}}
 		}, clusters: fleet(), now: back.Add(time.Hour), want: ActionWaitTask, wantTo: []string{"member1"}},
+		{name: "a staged rollout is updating clusters", mutate: func(_ *workv1alpha1.ResourceBindingSpec, st *workv1alpha1.ResourceBindingStatus) {
+			st.Rollout = &workv1alpha1.RolloutStatus{Revision: 2, StableRevision: 1, Phase: workv1alpha1.RolloutPhaseProgressing,
+				Clusters: []workv1alpha1.ClusterRolloutStatus{{ClusterName: "member2", Revision: 2, Verdict: workv1alpha1.VerdictUpdating}}}
+		}, clusters: fleet(), now: back.Add(time.Hour), want: ActionWaitTask, wantTo: []string{"member1"}},
+		{name: "a halted rollout does not hold it", mutate: func(_ *workv1alpha1.ResourceBindingSpec, st *workv1alpha1.ResourceBindingStatus) {
+			st.Rollout = &workv1alpha1.RolloutStatus{Revision: 2, StableRevision: 1, Phase: workv1alpha1.RolloutPhaseHalted,
+				Clusters: []workv1alpha1.ClusterRolloutStatus{{ClusterName: "member2", Revision: 2, Verdict: workv1alpha1.VerdictFailed}}}
+		}, clusters: fleet(), now: back.Add(time.Hour), want: ActionStart, wantTo: []string{"member1"}},
 		{name: "reschedule asked and not yet made", mutate: func(s *workv1alpha1.ResourceBindingSpec, st *workv1alpha1.ResourceBindingStatus) {
 			at := metav1.NewTime(st.LastScheduledTime.Add(time.Minute))
 			s.RescheduleTriggeredAt = &at
