@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +45,8 @@ type fakeAgents struct {
 	health func(cluster, image string) workv1alpha1.ResourceHealth
 	seen   map[string]map[string]bool // cluster → images its Work ever held
 	first  map[string]map[string]time.Time
+	// healthyAt: when a copy of the image was first reported Healthy.
+	healthyAt map[string]map[string]time.Time
 	// delay: a copy is reported only this long after its Work first held
 	// its image (an agent's apply and a pod's start take time).
 	delay time.Duration
@@ -49,7 +54,8 @@ type fakeAgents struct {
 
 func playAgents(t *testing.T, ctx context.Context, fc flotillaclient.Interface, clusters []string, ns, binding string,
 	health func(cluster, image string) workv1alpha1.ResourceHealth) *fakeAgents {
-	a := &fakeAgents{health: health, seen: map[string]map[string]bool{}, first: map[string]map[string]time.Time{}}
+	a := &fakeAgents{health: health, seen: map[string]map[string]bool{}, first: map[string]map[string]time.Time{},
+		healthyAt: map[string]map[string]time.Time{}}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for _, cluster := range clusters {
 			w, err := fc.WorkV1alpha1().Works("flotilla-es-"+cluster).Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
@@ -81,10 +87,27 @@ func playAgents(t *testing.T, ctx context.Context, fc flotillaclient.Interface, 
 			w.Status.ManifestStatuses = []workv1alpha1.ManifestStatus{{
 				Identifier: workv1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "nginx"},
 				Status:     &runtime.RawExtension{Raw: []byte(`{"replicas":1}`)}, Health: h}}
-			_, _ = fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+			if _, err := fc.WorkV1alpha1().Works(w.Namespace).UpdateStatus(ctx, w, metav1.UpdateOptions{}); err == nil && h == workv1alpha1.ResourceHealthy {
+				a.mu.Lock()
+				if a.healthyAt[cluster] == nil {
+					a.healthyAt[cluster] = map[string]time.Time{}
+				}
+				if _, ok := a.healthyAt[cluster][img]; !ok {
+					a.healthyAt[cluster][img] = time.Now()
+				}
+				a.mu.Unlock()
+			}
 		}
 	}, 100*time.Millisecond)
 	return a
+}
+
+// reportedHealthy is when cluster's copy of image was first reported
+// Healthy (zero: never).
+func (a *fakeAgents) reportedHealthy(cluster, image string) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.healthyAt[cluster][image]
 }
 
 func (a *fakeAgents) ran(cluster, image string) bool {
@@ -616,4 +639,132 @@ func TestFleetGuardHoldsRollouts(t *testing.T) {
 	waitRollout(t, ctx, fc, ns, binding, "revision 2 complete once the fleet is back", func(r *workv1alpha1.RolloutStatus) bool {
 		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseComplete
 	})
+}
+
+// Seeded random schedules of good and bad changes and a non-canary cluster
+// going away and back, against the whole hub, checked after every step:
+// no cluster outside the canary ever runs a bad revision; a good revision
+// reaches the other clusters only after the canary reported it Healthy;
+// a halted revision's canary returns to the last good one. A failure
+// names the seed; FLOTILLA_ROLLOUT_SEED=N replays it.
+func TestRolloutSchedulesOnTheHub(t *testing.T) {
+	t.Parallel()
+	seeds := []int64{1, 2}
+	if v := os.Getenv("FLOTILLA_ROLLOUT_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = []int64{n}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Parallel()
+			rolloutSchedule(t, seed)
+		})
+	}
+}
+
+func rolloutSchedule(t *testing.T, seed int64) {
+	r := rand.New(rand.NewSource(seed))
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) {
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.FailoverEvictionTimeout = time.Hour
+	})
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
+		stagedPolicy(ns, 2*time.Second, &policyv1alpha1.RolloutRollback{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
+		if strings.Contains(image, "bad") {
+			return workv1alpha1.ResourceUnhealthy
+		}
+		return workv1alpha1.ResourceHealthy
+	})
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	revision, lastGood := int64(1), "nginx:1.27"
+	var images []string
+	var steps []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d after %v: %s (replay: FLOTILLA_ROLLOUT_SEED=%d go test ./hub/app -run TestRolloutSchedulesOnTheHub)",
+			seed, steps, fmt.Sprintf(format, args...), seed)
+	}
+	settle := func() *workv1alpha1.RolloutStatus {
+		t.Helper()
+		rb := waitRollout(t, ctx, fc, ns, binding, fmt.Sprintf("seed %d: revision %d settled after %v", seed, revision, steps), func(r *workv1alpha1.RolloutStatus) bool {
+			return r.Revision == revision && (r.Phase == workv1alpha1.RolloutPhaseComplete || r.Phase == workv1alpha1.RolloutPhaseRolledBack)
+		})
+		return rb.Status.Rollout
+	}
+	settle()
+	member3Ready := true
+	for i := 0; i < 6; i++ {
+		switch x := r.Intn(5); {
+		case x < 2:
+			img := fmt.Sprintf("nginx:1.%d", 30+i)
+			steps = append(steps, "good "+img)
+			setImage(t, ctx, fc, ns, "nginx", img)
+			revision++
+			images = append(images, img)
+			st := settle()
+			if st.Phase != workv1alpha1.RolloutPhaseComplete {
+				fail("good revision %d ended %s: %s", revision, st.Phase, st.Message)
+			}
+			lastGood = img
+		case x < 4:
+			img := fmt.Sprintf("nginx:bad%d", i)
+			steps = append(steps, "bad "+img)
+			setImage(t, ctx, fc, ns, "nginx", img)
+			revision++
+			images = append(images, img)
+			if st := settle(); st.Phase != workv1alpha1.RolloutPhaseRolledBack {
+				fail("bad revision %d ended %s", revision, st.Phase)
+			}
+			want := lastGood
+			waitUntil(t, "the canary back on "+want, func() (bool, error) {
+				w, err := fc.WorkV1alpha1().Works("flotilla-es-member1").Get(ctx, workobjects.WorkName(ns, binding), metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				return imageOf(manifestOf(t, w)) == want, nil
+			})
+		default:
+			member3Ready = !member3Ready
+			steps = append(steps, fmt.Sprintf("member3 Ready=%v", member3Ready))
+			c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "member3", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := metav1.ConditionTrue
+			if !member3Ready {
+				status = metav1.ConditionFalse
+			}
+			setClusterReady(t, ctx, fc, c, status)
+		}
+		// The invariants, over everything the members ever received.
+		for _, img := range images {
+			canaryHealthy := agents.reportedHealthy("member1", img)
+			for _, c := range []string{"member2", "member3"} {
+				if !agents.ran(c, img) {
+					continue
+				}
+				if strings.Contains(img, "bad") {
+					fail("%s received the bad %s", c, img)
+				}
+				if at := agents.firstSaw(c, img); canaryHealthy.IsZero() || !at.After(canaryHealthy) {
+					fail("%s received %s at %s, before the canary reported it Healthy (%s)", c, img, at.Format(time.StampMilli), canaryHealthy.Format(time.StampMilli))
+				}
+			}
+		}
+	}
 }
