@@ -63,7 +63,8 @@ func TestWritesPerTemplateReport(t *testing.T) {
 // create and one template status, the scheduler's placement, the binding
 // controller's two Works, and one binding status (the scheduler's
 // condition and the binding controller's status together, bindingstatus);
-// no Event for a routine step. A count, not a timing: the holds are set
+// no Event for a routine step. Besides the path: one revision record per
+// template change (a ControllerRevision, docs/rollout.md). A count, not a timing: the holds are set
 // long enough for any machine, so an in-flight status is never due.
 func TestHubWritesPerTemplate(t *testing.T) {
 	t.Parallel()
@@ -80,6 +81,10 @@ func TestHubWritesPerTemplate(t *testing.T) {
 		{"scheduler", 1, "the placement; its condition goes with the binding status"},
 		{"binding", 2, "a Work per cluster, no status"},
 		{"binding-status", 1, "one binding status"},
+		// Off the path: the template's revision, recorded once per change
+		// (here also a few creates refused before the hub has made its
+		// missing namespace, which a real install has).
+		{"binding-revisions", 1.5, "one revision record per template change"},
 		{"events", 0, "no Event for a routine step"},
 	} {
 		if got := r.perTemplate(c.client); got > c.max {

@@ -226,9 +226,8 @@ func settled(in Input, d Decision, all bool) Decision {
 	}
 	sortClusters(st.Clusters, order)
 	st.Clusters = boundClusters(st.Clusters)
-	if p := in.Previous; p != nil && p.Revision == in.Target && p.Phase == workv1alpha1.RolloutPhaseProgressing && st.Phase == workv1alpha1.RolloutPhaseComplete {
-		d.Events = append(d.Events, Event{"Normal", ReasonComplete, st.Message})
-	}
+	// No event: with strategy All a change reaching every cluster is the
+	// routine step (a staged rollout says it completed when it does).
 	d.Status = st
 	return d
 }
