@@ -39,6 +39,28 @@ func rolloutDeployment(nodeSelector map[string]string) []byte {
 	return raw
 }
 
+// createWeb creates namespace ns on the hub, policy and the web template
+// (rolloutDeployment), and registers their removal.
+func createWeb(ctx context.Context, flotilla flotillaclient.Interface, hub kubernetes.Interface, ns string, policy *policyv1alpha1.PropagationPolicy) {
+	_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: rolloutDeployment(nil)}}}}
+	_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx context.Context) {
+		_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+		Eventually(ctx, func() bool {
+			_, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
+		_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+		_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+}
+
 // The issue's scenario on the kwok members: a Duplicated Deployment on
 // member1..3, staged member1 (canary) then the rest, with automatic
 // rollback; then an edit whose new pods can never be scheduled. The
@@ -71,8 +93,6 @@ var _ = Describe("Staged rollout", func() {
 		}
 		label(ctx, "canary")
 		DeferCleanup(func(ctx context.Context) { label(ctx, nil) })
-		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
 		policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 			Spec: policyv1alpha1.PropagationSpec{
 				ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
@@ -85,21 +105,7 @@ var _ = Describe("Staged rollout", func() {
 							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{ring: "canary"}}}}}},
 					Rollback: &policyv1alpha1.RolloutRollback{Type: policyv1alpha1.RollbackAll}},
 			}}
-		_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: rolloutDeployment(nil)}}}}
-		_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx context.Context) {
-			_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "web", metav1.DeleteOptions{})
-			Eventually(ctx, func() bool {
-				_, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
-			_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, "web", metav1.DeleteOptions{})
-			_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		})
+		createWeb(ctx, flotilla, hub, ns, policy)
 
 		rollout := func(g Gomega) *workv1alpha1.RolloutStatus {
 			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
@@ -237,8 +243,6 @@ var _ = Describe("Staged rollout analysis (make up MONITORING=1)", func() {
 		Expect(err).NotTo(HaveOccurred())
 		names := []string{env.Members[0].Name, env.Members[1].Name}
 		const ns = "e2e-rollout-analysis"
-		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
 		analysis := func(success, failure string) *policyv1alpha1.RolloutAnalysis {
 			return &policyv1alpha1.RolloutAnalysis{Prometheus: policyv1alpha1.PrometheusAnalysis{Query: `min(up{job="flotilla-hub"})`},
 				SuccessCondition: success, FailureCondition: failure, Interval: &metav1.Duration{Duration: time.Second}, Count: ptr.To[int32](2)}
@@ -263,21 +267,7 @@ var _ = Describe("Staged rollout analysis (make up MONITORING=1)", func() {
 			_, _ = flotilla.ClusterV1alpha1().Clusters().Patch(ctx, names[0], types.MergePatchType,
 				[]byte(`{"metadata":{"labels":{"cluster.flotilla.io/name":null}}}`), metav1.PatchOptions{})
 		})
-		_, err = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: rolloutDeployment(nil)}}}}
-		_, err = flotilla.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx context.Context) {
-			_ = flotilla.WorkV1alpha1().ResourceTemplates(ns).Delete(ctx, "web", metav1.DeleteOptions{})
-			Eventually(ctx, func() bool {
-				_, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).WithTimeout(2*time.Minute).Should(BeTrue(), "deleting the template removes its binding")
-			_ = flotilla.PolicyV1alpha1().PropagationPolicies(ns).Delete(ctx, "web", metav1.DeleteOptions{})
-			_ = hub.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		})
+		createWeb(ctx, flotilla, hub, ns, policy)
 		status := func(g Gomega) *workv1alpha1.RolloutStatus {
 			rb, err := flotilla.WorkV1alpha1().ResourceBindings(ns).Get(ctx, "web-deployment", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())

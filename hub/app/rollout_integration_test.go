@@ -199,20 +199,11 @@ func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 		stagedPolicy(ns, 3*time.Second, &policyv1alpha1.RolloutRollback{Type: policyv1alpha1.RollbackAll}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
-		if strings.Contains(image, "bad") {
-			return workv1alpha1.ResourceUnhealthy
-		}
-		return workv1alpha1.ResourceHealthy
-	})
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
 	agents.mu.Lock()
 	agents.delay = 700 * time.Millisecond
 	agents.mu.Unlock()
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNginx(t, ctx, fc, ns)
 	rb := waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
 		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
 	})
@@ -282,6 +273,25 @@ func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 	}
 }
 
+// badImageUnhealthy is the members' health of a copy: Unhealthy for an
+// image named bad, else Healthy.
+func badImageUnhealthy(_, image string) workv1alpha1.ResourceHealth {
+	if strings.Contains(image, "bad") {
+		return workv1alpha1.ResourceUnhealthy
+	}
+	return workv1alpha1.ResourceHealthy
+}
+
+// createNginx creates the seed's nginx template in ns.
+func createNginx(t *testing.T, ctx context.Context, fc flotillaclient.Interface, ns string) {
+	t.Helper()
+	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
+		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
+	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitBindingEvent waits for an event of reason on the binding.
 func waitBindingEvent(t *testing.T, ctx context.Context, kc kubernetes.Interface, ns, binding, reason string) {
 	t.Helper()
@@ -320,17 +330,8 @@ func TestRolloutAgreesWithFailover(t *testing.T) {
 	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
-		if strings.Contains(image, "bad") {
-			return workv1alpha1.ResourceUnhealthy
-		}
-		return workv1alpha1.ResourceHealthy
-	})
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
+	createNginx(t, ctx, fc, ns)
 	rb := waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
 		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
 	})
@@ -409,11 +410,7 @@ func TestRolloutAnalysisGatesGroups(t *testing.T) {
 	ratio.WithLabelValues("member1").Set(0.01)
 	// A first measurement before the first scrape would be inconclusive.
 	waitPrometheus(t, promAddr, `app_error_ratio{cluster="member1"}`, "0.01")
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNginx(t, ctx, fc, ns)
 	waitRollout(t, ctx, fc, ns, binding, "revision 1 through its analysis", func(r *workv1alpha1.RolloutStatus) bool {
 		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
 	})
@@ -605,11 +602,7 @@ func TestFleetGuardHoldsRollouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(string, string) workv1alpha1.ResourceHealth { return workv1alpha1.ResourceHealthy })
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNginx(t, ctx, fc, ns)
 	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
 		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
 	})
@@ -680,17 +673,8 @@ func rolloutSchedule(t *testing.T, seed int64) {
 		stagedPolicy(ns, 2*time.Second, &policyv1alpha1.RolloutRollback{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(_, image string) workv1alpha1.ResourceHealth {
-		if strings.Contains(image, "bad") {
-			return workv1alpha1.ResourceUnhealthy
-		}
-		return workv1alpha1.ResourceHealthy
-	})
-	tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: ns},
-		Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(nginxManifest)}}}}
-	if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
+	createNginx(t, ctx, fc, ns)
 	revision, lastGood := int64(1), "nginx:1.27"
 	var images []string
 	var steps []string
