@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -129,6 +131,95 @@ var _ = Describe("Shipped customizations", func() {
 			g.Expect(s.binding(ctx, g, ns, binding).Spec.GracefulEvictionTasks).To(BeEmpty())
 			_, err := s.dynamic(m1).Resource(rolloutGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the degraded copy is removed once the new placement is healthy")
+		}).Should(Succeed())
+	})
+
+	// A custom kind rolls by stage too, judged by its customization: a
+	// Duplicated Argo Rollout on member1 (canary) and member2; a change
+	// whose copy turns Degraded (the shipped health rule: Unhealthy) halts
+	// in the canary and rolls back there, and member2's copy never
+	// changes.
+	It("rolls an Argo Rollout out by stage: a change its customization judges Unhealthy halts in the canary and rolls back", func(ctx SpecContext) {
+		s := newShippedSpec(ctx)
+		s.installCRDOnMembers(ctx, "argo-rollouts/rollout-crd.yaml", "rollouts.argoproj.io")
+		s.applyShippedCustomizations(ctx)
+		m1, m2 := env.Members[0], env.Members[1]
+		const ns, name, ring = "e2e-shipped-rollout-staged", "web", "e2e.flotilla.io/ring"
+		label := func(ctx context.Context, value any) {
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{ring: value}}})
+			_, err := s.flotilla.ClusterV1alpha1().Clusters().Patch(ctx, m1.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		label(ctx, "canary")
+		DeferCleanup(func(ctx context.Context) { label(ctx, nil) })
+		s.createTemplate(ctx, ns, name, rolloutManifest(name), policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: name}},
+			Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{m1.Name, m2.Name}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDuplicated}},
+			RolloutStrategy: &policyv1alpha1.RolloutStrategy{Type: policyv1alpha1.RolloutTypeProgressivePerGroup,
+				ProgressivePerGroup: &policyv1alpha1.RolloutProgressivePerGroup{
+					RolloutConfig: policyv1alpha1.RolloutConfig{ProgressDeadline: &metav1.Duration{Duration: 10 * time.Second}},
+					DecisionGroups: []policyv1alpha1.RolloutGroup{{GroupName: "canary", GroupClusterSelector: policyv1alpha1.GroupClusterSelector{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{ring: "canary"}}}}}},
+				Rollback: &policyv1alpha1.RolloutRollback{}},
+		})
+		image := func(ro *unstructured.Unstructured) string {
+			containers, _, _ := unstructured.NestedSlice(ro.Object, "spec", "template", "spec", "containers")
+			if len(containers) == 0 {
+				return ""
+			}
+			img, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+			return img
+		}
+		for _, m := range []framework.Member{m1, m2} {
+			go playRolloutControllerBy(s.loops, s.dynamic(m), ns, func(ro *unstructured.Unstructured) string {
+				if strings.Contains(image(ro), "bad") {
+					return "Degraded"
+				}
+				return "Healthy"
+			})
+		}
+		binding := workobjects.BindingName("Rollout", name)
+		status := func(g Gomega) *workv1alpha1.RolloutStatus {
+			rb := s.binding(ctx, g, ns, binding)
+			g.Expect(rb.Status.Rollout).NotTo(BeNil())
+			return rb.Status.Rollout
+		}
+		eventually(ctx, func(g Gomega) {
+			r := status(g)
+			g.Expect(r.Revision).To(Equal(int64(1)))
+			g.Expect(r.Phase).To(Equal(workv1alpha1.RolloutPhaseComplete), r.Message)
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		eventually(ctx, func() error {
+			cur, err := s.flotilla.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			bad := rolloutManifest(name)
+			containers, _, _ := unstructured.NestedSlice(bad, "spec", "template", "spec", "containers")
+			containers[0].(map[string]any)["image"] = "nginx:bad"
+			if err := unstructured.SetNestedSlice(bad, containers, "spec", "template", "spec", "containers"); err != nil {
+				return err
+			}
+			if cur.Spec.Manifest.Raw, err = json.Marshal(bad); err != nil {
+				return err
+			}
+			_, err = s.flotilla.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}).Should(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			ro, err := s.dynamic(m2).Resource(rolloutGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(image(ro)).To(Equal("nginx"), "member2 received the halted revision")
+			r := status(g)
+			g.Expect(r.Revision).To(Equal(int64(2)))
+			g.Expect(r.Phase).To(Equal(workv1alpha1.RolloutPhaseRolledBack), r.Message)
+		}).WithTimeout(2 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		eventually(ctx, func(g Gomega) {
+			ro, err := s.dynamic(m1).Resource(rolloutGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(image(ro)).To(Equal("nginx"), "the canary is back on revision 1")
 		}).Should(Succeed())
 	})
 
@@ -424,6 +515,12 @@ func specReplicas(ctx context.Context, g Gomega, member dynamic.Interface, gvr s
 // spec, until ctx ends: all spec.replicas updated, ready and available,
 // phase Healthy, the generation observed (a string, as Argo writes it).
 func playRolloutController(ctx context.Context, member dynamic.Interface, ns string, phase *atomic.Value) {
+	playRolloutControllerBy(ctx, member, ns, func(*unstructured.Unstructured) string { return phase.Load().(string) })
+}
+
+// playRolloutControllerBy is playRolloutController with each Rollout's
+// phase chosen from the Rollout itself.
+func playRolloutControllerBy(ctx context.Context, member dynamic.Interface, ns string, phaseOf func(*unstructured.Unstructured) string) {
 	defer GinkgoRecover()
 	for ctx.Err() == nil {
 		list, err := member.Resource(rolloutGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -435,7 +532,7 @@ func playRolloutController(ctx context.Context, member dynamic.Interface, ns str
 					n = 1
 				}
 				status := map[string]any{"replicas": n, "updatedReplicas": n, "readyReplicas": n, "availableReplicas": n,
-					"phase": phase.Load().(string), "observedGeneration": strconv.FormatInt(ro.GetGeneration(), 10),
+					"phase": phaseOf(ro), "observedGeneration": strconv.FormatInt(ro.GetGeneration(), 10),
 					"currentPodHash": "6f9c7d8b5", "stableRS": "6f9c7d8b5"}
 				if old, _, _ := unstructured.NestedMap(ro.Object, "status"); equalJSON(old, status) {
 					continue
