@@ -752,3 +752,53 @@ func rolloutSchedule(t *testing.T, seed int64) {
 		}
 	}
 }
+
+// A hub restarted mid-rollout goes on from the binding's status: the bad
+// revision, in its canary when the hub stops, halts and rolls back under
+// the new hub, and no other cluster ever receives it (the rollout's state
+// — revisions, each cluster's update time, the stable revision — is in the
+// API, not in the hub's memory).
+func TestRolloutSurvivesHubRestart(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	tune := func(o *app.Options) {
+		o.LeaderElection.LeaderElect = false
+		o.BindingStatusHold = time.Second
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+	}
+	_, stop := runHub(t, env, tune)
+	ctx := context.Background()
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
+		stagedPolicy(ns, 4*time.Second, &policyv1alpha1.RolloutRollback{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agentsCtx, stopAgents := context.WithCancel(ctx)
+	t.Cleanup(stopAgents)
+	agents := playAgents(t, agentsCtx, fc, clusters, ns, binding, badImageUnhealthy)
+	createNginx(t, ctx, fc, ns)
+	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	setImage(t, ctx, fc, ns, "nginx", "nginx:bad")
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:bad" })
+	stop()
+	runHub(t, env, tune)
+	rb := waitRollout(t, ctx, fc, ns, binding, "revision 2 rolled back under the new hub", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseRolledBack
+	})
+	if rb.Status.Rollout.StableRevision != 1 {
+		t.Fatalf("stable revision %d after the restart, want 1", rb.Status.Rollout.StableRevision)
+	}
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.27" })
+	for _, c := range []string{"member2", "member3"} {
+		if agents.ran(c, "nginx:bad") {
+			t.Fatalf("%s received the halted revision across the restart", c)
+		}
+	}
+}
