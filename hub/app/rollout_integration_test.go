@@ -33,6 +33,7 @@ import (
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	bindingpkg "github.com/flotilla-io/flotilla/pkg/hub/binding"
 	"github.com/flotilla-io/flotilla/pkg/testenv"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -800,5 +801,59 @@ func TestRolloutSurvivesHubRestart(t *testing.T) {
 		if agents.ran(c, "nginx:bad") {
 			t.Fatalf("%s received the halted revision across the restart", c)
 		}
+	}
+}
+
+// Revisions deleted by hand (the ControllerRevisions in the hub's
+// namespace) destroy nothing and are never renumbered: while revision 2 is
+// in its canary, every revision is deleted; the hub records the template
+// again as a new revision (3, never 1 again: a reused number would pass the
+// bad change off as the stable revision), the clusters keep their Works as
+// they were, and a new change rolls out as usual.
+func TestDeletedRevisionsDestroyNothing(t *testing.T) {
+	t.Parallel()
+	env, ctx, fc := startHubEnv(t, nil)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const binding = "nginx-deployment"
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, stagedPolicy(ns, time.Hour, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
+	createNginx(t, ctx, fc, ns)
+	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	setImage(t, ctx, fc, ns, "nginx", "nginx:bad")
+	waitWork(t, fc, "member1", ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:bad" })
+	revs := kube.AppsV1().ControllerRevisions("flotilla-system")
+	if err := revs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: bindingpkg.LabelRevisionBinding}); err != nil {
+		t.Fatal(err)
+	}
+	// Any change of the binding brings it back: the agents' next report.
+	rb := waitRollout(t, ctx, fc, ns, binding, "the template recorded again as revision 3", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 3
+	})
+	if rb.Status.Rollout.StableRevision != 1 || rb.Status.Rollout.Phase == workv1alpha1.RolloutPhaseComplete {
+		t.Fatalf("after the revisions went: %+v", rb.Status.Rollout)
+	}
+	for _, c := range []string{"member2", "member3"} {
+		w := waitWork(t, fc, c, ns, binding, func(*unstructured.Unstructured) bool { return true })
+		if w.DeletionTimestamp != nil || imageOf(manifestOf(t, w)) != "nginx:1.27" {
+			t.Fatalf("%s's Work changed after the revisions went: %s, deleting=%v", c, imageOf(manifestOf(t, w)), w.DeletionTimestamp != nil)
+		}
+		if agents.ran(c, "nginx:bad") {
+			t.Fatalf("%s received the bad change after its revisions were deleted", c)
+		}
+	}
+	setImage(t, ctx, fc, ns, "nginx", "nginx:1.28")
+	waitRollout(t, ctx, fc, ns, binding, "revision 4 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 4 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	for _, c := range clusters {
+		waitWork(t, fc, c, ns, binding, func(o *unstructured.Unstructured) bool { return imageOf(o) == "nginx:1.28" })
 	}
 }

@@ -224,6 +224,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	c.synced = append(c.synced, opts.Interpreter.HasSynced)
 	if opts.Revisions != nil {
 		c.synced = append(c.synced, opts.Revisions.HasSynced)
+		opts.Revisions.OnDelete(c.queue.Add)
 	}
 	return c
 }

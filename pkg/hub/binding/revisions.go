@@ -82,6 +82,22 @@ func NewRevisions(client kubernetes.Interface, namespace string) *Revisions {
 		indexer: inf.Informer().GetIndexer(), synced: inf.Informer().HasSynced, objects: lru.New(256)}
 }
 
+// OnDelete calls f with the binding key of every revision deleted (by
+// hand, or pruned): its binding records its template again at once.
+func (r *Revisions) OnDelete(f func(bindingKey string)) {
+	_, _ = r.factory.Apps().V1().ControllerRevisions().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			r.objects.Remove(m.GetName())
+			if key := m.GetAnnotations()[AnnotationRevisionBinding]; key != "" {
+				f(key)
+			}
+		}
+	}})
+}
+
 // Start starts the watch; it ends with ctx.
 func (r *Revisions) Start(ctx context.Context) {
 	r.factory.Start(ctx.Done())
@@ -138,19 +154,34 @@ func revisionName(binding *workv1alpha1.ResourceBinding, rev int64) string {
 // Ensure returns the number of the revision content is: the newest
 // revision when it has the same content, else a new revision numbered one
 // more (content that returns to an older revision's is a new revision, as
-// a Deployment's rollback is: numbers only grow).
-func (r *Revisions) Ensure(ctx context.Context, binding *workv1alpha1.ResourceBinding, content []byte, templateGeneration int64) (int64, error) {
+// a Deployment's rollback is: numbers only grow). floor is the highest
+// revision the binding's status knows: numbers never go below it, even
+// when revisions were deleted by hand (a number reused for other content
+// would make the hub take a new revision for the stable one).
+func (r *Revisions) Ensure(ctx context.Context, binding *workv1alpha1.ResourceBinding, content []byte, templateGeneration, floor int64) (int64, error) {
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
 	list := r.List(binding)
-	var next int64 = 1
-	if n := len(list); n > 0 {
-		newest := list[n-1]
-		if newest.Annotations[AnnotationRevisionHash] == hash {
-			return newest.Revision, nil
-		}
-		next = newest.Revision + 1
+	top := floor
+	var newest *appsv1.ControllerRevision
+	if n := len(list); n > 0 && list[n-1].Revision >= top {
+		newest, top = list[n-1], list[n-1].Revision
 	}
+	if newest == nil && top > 0 {
+		// The cache does not hold the top revision (it is behind, or the
+		// revision was deleted): the API decides.
+		got, err := r.client.AppsV1().ControllerRevisions(r.namespace).Get(ctx, revisionName(binding, top), metav1.GetOptions{})
+		switch {
+		case err == nil && got.Labels[LabelRevisionBinding] == string(binding.UID):
+			newest = got
+		case err != nil && !apierrors.IsNotFound(err):
+			return 0, err
+		}
+	}
+	if newest != nil && newest.Annotations[AnnotationRevisionHash] == hash {
+		return newest.Revision, nil
+	}
+	next := top + 1
 	cr := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{Name: revisionName(binding, next), Namespace: r.namespace,
 			Labels: map[string]string{LabelRevisionBinding: string(binding.UID), "app.kubernetes.io/managed-by": "flotilla-hub"},

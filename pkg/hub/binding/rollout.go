@@ -74,7 +74,7 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 	content, err := revisionContent(obj, binding.Spec.Replicas > 0, reviser)
 	var target int64
 	if err == nil {
-		target, err = c.opts.Revisions.Ensure(ctx, binding, content, templateGeneration)
+		target, err = c.opts.Revisions.Ensure(ctx, binding, content, templateGeneration, c.knownRevision(binding))
 	}
 	if err != nil {
 		if strategyAll(strategy) {
@@ -333,4 +333,20 @@ func worst(a, b workv1alpha1.ResourceHealth) workv1alpha1.ResourceHealth {
 		return a
 	}
 	return b
+}
+
+// knownRevision is the highest revision the binding's status or Works
+// name: revision numbers never go below it.
+func (c *Controller) knownRevision(binding *workv1alpha1.ResourceBinding) int64 {
+	var top int64
+	if st := binding.Status.Rollout; st != nil {
+		top = max(st.Revision, st.StableRevision)
+	}
+	works, _ := c.worksOf(binding)
+	for _, w := range works {
+		if n, err := strconv.ParseInt(w.Annotations[workv1alpha1.AnnotationTemplateRevision], 10, 64); err == nil {
+			top = max(top, n)
+		}
+	}
+	return top
 }
