@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,4 +265,80 @@ func TestUnhealthyWorkloadLeavesDNS(t *testing.T) {
 		return len(c) == 2 && c[0].Reason == networkingv1alpha1.TrafficReasonFailOpen && c[1].Reason == networkingv1alpha1.TrafficReasonFailOpen, nil
 	})
 	waitTraffic(t, fc, "default", "web", clusters, nil, both)
+}
+
+// Traffic follows a staged rollout as it follows any copy's health: the
+// Deployment rolls canary (member1) first; a bad change makes member1's
+// copy Unhealthy, its address leaves the DNS answers while it is, the
+// revision halts and rolls back, and member1 is answered again once its
+// copy is Healthy. member2's copy never changes, and stays answered.
+func TestHaltedCanaryLeavesDNSWhileUnhealthy(t *testing.T) {
+	// Not parallel: the traffic tests share the package-level dnsAddr.
+	dnsAddr = freeUDPAndTCPAddr(t)
+	_, ctx, fc := startHubEnv(t, func(o *app.Options) {
+		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
+		o.DNSTrafficAddress = dnsAddr
+	})
+	clusters := []string{"member1", "member2"}
+	for _, name := range clusters {
+		if _, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setConditions(t, fc, name, map[string]metav1.ConditionStatus{clusterv1alpha1.ClusterConditionReady: metav1.ConditionTrue})
+	}
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	ns := "default"
+	const webDeployment = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
+"spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}}}`
+	for name, manifest := range map[string]string{"web-svc": webService, "web-deploy": webDeployment} {
+		tmpl := &workv1alpha1.ResourceTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: workv1alpha1.ResourceTemplateSpec{Manifest: workv1alpha1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(manifest)}}}}
+		if _, err := fc.WorkV1alpha1().ResourceTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := stagedPolicy(ns, 3*time.Second, &policyv1alpha1.RolloutRollback{})
+	policy.Spec.ResourceSelectors = []policyv1alpha1.ResourceSelector{{APIVersion: "v1", Kind: "Service", Name: "web"}, {APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}
+	policy.Spec.Placement.ClusterAffinity = &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deployment := workobjects.BindingName("Deployment", "web")
+	agents := playAgents(t, ctx, fc, clusters, ns, deployment, badImageUnhealthy)
+	for i, c := range clusters {
+		w := waitWork(t, fc, c, ns, workobjects.BindingName("Service", "web"), func(*unstructured.Unstructured) bool { return true })
+		reportEndpoints(t, fc, w, ns, fmt.Sprintf("10.0.%d.1", i+1), 2)
+	}
+	waitRollout(t, ctx, fc, ns, deployment, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 1 && r.Phase == workv1alpha1.RolloutPhaseComplete
+	})
+	mci := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: networkingv1alpha1.MultiClusterIngressSpec{IngressSpec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}}
+	if _, err := fc.NetworkingV1alpha1().MultiClusterIngresses(ns).Create(ctx, mci, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	both := []string{"10.0.1.1", "10.0.2.1"}
+	waitTraffic(t, fc, ns, "web", clusters, nil, both)
+
+	// The bad change: member1 (the canary) Unhealthy leaves the answers.
+	waitUntil(t, "the Deployment template changed", func() (bool, error) {
+		tmpl, err := fc.WorkV1alpha1().ResourceTemplates(ns).Get(ctx, "web-deploy", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		tmpl.Spec.Manifest.Raw = []byte(strings.Replace(webDeployment, "nginx:1.27", "nginx:bad", 1))
+		_, err = fc.WorkV1alpha1().ResourceTemplates(ns).Update(ctx, tmpl, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	waitTraffic(t, fc, ns, "web", clusters, nil, []string{"10.0.2.1"})
+	// Halted and rolled back: member1 Healthy again, answered again.
+	waitRollout(t, ctx, fc, ns, deployment, "revision 2 rolled back", func(r *workv1alpha1.RolloutStatus) bool {
+		return r.Revision == 2 && r.Phase == workv1alpha1.RolloutPhaseRolledBack
+	})
+	waitTraffic(t, fc, ns, "web", clusters, nil, both)
+	if agents.ran("member2", "nginx:bad") {
+		t.Fatal("member2 received the halted revision")
+	}
 }
