@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,9 +83,8 @@ func TestHubWritesPerTemplate(t *testing.T) {
 		{"binding", 2, "a Work per cluster, no status"},
 		{"binding-status", 1, "one binding status"},
 		// Off the path: the template's revision, recorded once per change
-		// (here also a few creates refused before the hub has made its
-		// missing namespace, which a real install has).
-		{"binding-revisions", 1.5, "one revision record per template change"},
+		// (a create that loses a race with the cache is retried: 1.05).
+		{"binding-revisions", 1.2, "one revision record per template change"},
 		{"events", 0, "no Event for a routine step"},
 	} {
 		if got := r.perTemplate(c.client); got > c.max {
@@ -204,6 +204,11 @@ func measureWrites(t *testing.T, clusters, templates int, tune func(*app.Options
 	fc := flotillaclient.NewForConfigOrDie(cfg)
 	kc := kubernetes.NewForConfigOrDie(cfg)
 
+	// The hub's namespace, where it keeps the templates' revisions, as an
+	// install has it.
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	names := make([]string, clusters)
 	for i := range names {
 		names[i] = fmt.Sprintf("member%02d", i)

@@ -216,16 +216,17 @@ func (r *Revisions) Ensure(ctx context.Context, binding *workv1alpha1.ResourceBi
 }
 
 // makeNamespace creates the hub's namespace when it is missing (a hub run
-// outside its Deployment), once.
+// outside its Deployment), and says whether it is there now (a create
+// refused for want of it may be tried again).
 func (r *Revisions) makeNamespace(ctx context.Context) bool {
 	r.nsOnce.Lock()
 	defer r.nsOnce.Unlock()
 	if r.nsMade {
-		return false
+		return true
 	}
-	r.nsMade = true
 	_, err := r.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.namespace}}, metav1.CreateOptions{})
-	return err == nil || apierrors.IsAlreadyExists(err)
+	r.nsMade = err == nil || apierrors.IsAlreadyExists(err)
+	return r.nsMade
 }
 
 // Object returns the object revision rev of the binding recorded, or nil
