@@ -43,8 +43,8 @@ const (
 // write there, so a revision the hub renders is always one it recorded
 // from a template the detector checked. The cache holds no revision's
 // data (a fleet's history would be most of the hub's memory); the data of
-// the revisions rollouts render is read on demand and kept in a bounded
-// LRU.
+// the revisions rollouts render is read on demand and kept in a small LRU
+// (revisionCacheEntries, revisionCacheBytes).
 type Revisions struct {
 	client    kubernetes.Interface
 	namespace string
@@ -58,6 +58,21 @@ type Revisions struct {
 }
 
 const revisionIndex = "byBinding"
+
+// The revisions' data the hub keeps in memory: at most revisionCacheEntries
+// of at most revisionCacheBytes each (4 MiB in all), so that a tenant's
+// large templates cannot grow the hub's memory; a larger one is read from
+// the API each time a rollout renders it.
+const (
+	revisionCacheEntries = 64
+	revisionCacheBytes   = 64 << 10
+)
+
+func (r *Revisions) remember(name string, raw []byte) {
+	if len(raw) <= revisionCacheBytes {
+		r.objects.Add(name, raw)
+	}
+}
 
 // NewRevisions keeps revisions in namespace (the hub's leader-election
 // namespace).
@@ -79,7 +94,7 @@ func NewRevisions(client kubernetes.Interface, namespace string) *Revisions {
 		return nil, nil
 	}})
 	return &Revisions{client: client, namespace: namespace, factory: factory, lister: inf.Lister().ControllerRevisions(namespace),
-		indexer: inf.Informer().GetIndexer(), synced: inf.Informer().HasSynced, objects: lru.New(256)}
+		indexer: inf.Informer().GetIndexer(), synced: inf.Informer().HasSynced, objects: lru.New(revisionCacheEntries)}
 }
 
 // OnDelete calls f with the binding key of every revision deleted (by
@@ -211,7 +226,7 @@ func (r *Revisions) Ensure(ctx context.Context, binding *workv1alpha1.ResourceBi
 	if err != nil {
 		return 0, err
 	}
-	r.objects.Add(cr.Name, content)
+	r.remember(cr.Name, content)
 	return next, nil
 }
 
@@ -246,7 +261,7 @@ func (r *Revisions) Object(ctx context.Context, binding *workv1alpha1.ResourceBi
 			return nil, nil
 		}
 		raw = cr.Data.Raw
-		r.objects.Add(name, raw)
+		r.remember(name, cr.Data.Raw)
 	}
 	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(raw.([]byte)); err != nil {
