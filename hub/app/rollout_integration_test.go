@@ -191,15 +191,8 @@ func waitRollout(t *testing.T, ctx context.Context, fc flotillaclient.Interface,
 func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	env, ctx, fc := startHubEnv(t, nil)
-	clusters := []string{"member1", "member2", "member3"}
-	createReadyClusters(t, ctx, fc, clusters...)
-	labelCluster(t, ctx, fc, "member1", "ring", "canary")
-	ns := "default"
+	clusters, ns := canaryFleet(t, ctx, fc, stagedPolicy("default", 3*time.Second, &policyv1alpha1.RolloutRollback{Type: policyv1alpha1.RollbackAll}))
 	const binding = "nginx-deployment"
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
-		stagedPolicy(ns, 3*time.Second, &policyv1alpha1.RolloutRollback{Type: policyv1alpha1.RollbackAll}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
 	agents.mu.Lock()
 	agents.delay = 700 * time.Millisecond
@@ -272,6 +265,19 @@ func TestStagedRolloutHaltsAndRollsBack(t *testing.T) {
 			t.Fatalf("%s received the halted revision", c)
 		}
 	}
+}
+
+// canaryFleet registers member1..3 Ready, member1 labelled ring=canary,
+// and creates policy (in namespace default).
+func canaryFleet(t *testing.T, ctx context.Context, fc flotillaclient.Interface, policy *policyv1alpha1.PropagationPolicy) ([]string, string) {
+	t.Helper()
+	clusters := []string{"member1", "member2", "member3"}
+	createReadyClusters(t, ctx, fc, clusters...)
+	labelCluster(t, ctx, fc, "member1", "ring", "canary")
+	if _, err := fc.PolicyV1alpha1().PropagationPolicies(policy.Namespace).Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return clusters, policy.Namespace
 }
 
 // badImageUnhealthy is the members' health of a copy: Unhealthy for an
@@ -594,14 +600,8 @@ func TestFleetGuardHoldsRollouts(t *testing.T) {
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
 		o.FailoverEvictionTimeout = time.Hour
 	})
-	clusters := []string{"member1", "member2", "member3"}
-	createReadyClusters(t, ctx, fc, clusters...)
-	labelCluster(t, ctx, fc, "member1", "ring", "canary")
-	ns := "default"
+	clusters, ns := canaryFleet(t, ctx, fc, stagedPolicy("default", time.Minute, nil))
 	const binding = "nginx-deployment"
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, stagedPolicy(ns, time.Minute, nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, func(string, string) workv1alpha1.ResourceHealth { return workv1alpha1.ResourceHealthy })
 	createNginx(t, ctx, fc, ns)
 	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {
@@ -665,15 +665,8 @@ func rolloutSchedule(t *testing.T, seed int64) {
 		o.ClusterStartupGracePeriod, o.ClusterMonitorGracePeriod = time.Hour, time.Hour
 		o.FailoverEvictionTimeout = time.Hour
 	})
-	clusters := []string{"member1", "member2", "member3"}
-	createReadyClusters(t, ctx, fc, clusters...)
-	labelCluster(t, ctx, fc, "member1", "ring", "canary")
-	ns := "default"
+	clusters, ns := canaryFleet(t, ctx, fc, stagedPolicy("default", 2*time.Second, &policyv1alpha1.RolloutRollback{}))
 	const binding = "nginx-deployment"
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
-		stagedPolicy(ns, 2*time.Second, &policyv1alpha1.RolloutRollback{}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
 	createNginx(t, ctx, fc, ns)
 	revision, lastGood := int64(1), "nginx:1.27"
@@ -770,15 +763,8 @@ func TestRolloutSurvivesHubRestart(t *testing.T) {
 	_, stop := runHub(t, env, tune)
 	ctx := context.Background()
 	fc := flotillaclient.NewForConfigOrDie(env.Config)
-	clusters := []string{"member1", "member2", "member3"}
-	createReadyClusters(t, ctx, fc, clusters...)
-	labelCluster(t, ctx, fc, "member1", "ring", "canary")
-	ns := "default"
+	clusters, ns := canaryFleet(t, ctx, fc, stagedPolicy("default", 4*time.Second, &policyv1alpha1.RolloutRollback{}))
 	const binding = "nginx-deployment"
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx,
-		stagedPolicy(ns, 4*time.Second, &policyv1alpha1.RolloutRollback{}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	t.Cleanup(stopAgents)
 	agents := playAgents(t, agentsCtx, fc, clusters, ns, binding, badImageUnhealthy)
@@ -814,14 +800,8 @@ func TestDeletedRevisionsDestroyNothing(t *testing.T) {
 	t.Parallel()
 	env, ctx, fc := startHubEnv(t, nil)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	clusters := []string{"member1", "member2", "member3"}
-	createReadyClusters(t, ctx, fc, clusters...)
-	labelCluster(t, ctx, fc, "member1", "ring", "canary")
-	ns := "default"
+	clusters, ns := canaryFleet(t, ctx, fc, stagedPolicy("default", time.Hour, nil))
 	const binding = "nginx-deployment"
-	if _, err := fc.PolicyV1alpha1().PropagationPolicies(ns).Create(ctx, stagedPolicy(ns, time.Hour, nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	agents := playAgents(t, ctx, fc, clusters, ns, binding, badImageUnhealthy)
 	createNginx(t, ctx, fc, ns)
 	waitRollout(t, ctx, fc, ns, binding, "revision 1 complete", func(r *workv1alpha1.RolloutStatus) bool {

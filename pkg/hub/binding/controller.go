@@ -491,8 +491,8 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 				continue // its rollout group is not reached and nothing is stable yet
 			}
 			revision = plan.revs[target.Name]
-			if revision != plan.decision.Status.Revision {
-				generation = c.opts.Revisions.generationOf(binding, revision, templateGeneration)
+			if g, ok := plan.generations[revision]; ok && revision != plan.decision.Status.Revision {
+				generation = g
 			}
 		}
 		want, _, err := render.Work(render.Input{Binding: binding, Object: object, TemplateGeneration: generation, Cluster: cluster,

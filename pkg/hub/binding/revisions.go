@@ -314,16 +314,3 @@ func revisionGeneration(cr *appsv1.ControllerRevision) int64 {
 	n, _ := strconv.ParseInt(cr.Annotations[workv1alpha1.AnnotationTemplateGeneration], 10, 64)
 	return n
 }
-
-// generationOf is the template generation revision rev was recorded at;
-// fallback when it is not known.
-func (r *Revisions) generationOf(binding *workv1alpha1.ResourceBinding, rev, fallback int64) int64 {
-	for _, cr := range r.List(binding) {
-		if cr.Revision == rev {
-			if g := revisionGeneration(cr); g > 0 {
-				return g
-			}
-		}
-	}
-	return fallback
-}

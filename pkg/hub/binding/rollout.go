@@ -49,6 +49,9 @@ type rolloutPlan struct {
 	objects  map[string]*unstructured.Unstructured
 	revs     map[string]int64
 	hold     map[string]bool
+	// generations: the template generation each kept revision was
+	// recorded at (what a Work of that revision says it renders).
+	generations map[int64]int64
 	// failed: the revision could not be recorded; every Work is held.
 	failed error
 }
@@ -151,7 +154,13 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 		in.Stable = target
 	}
 	d := rollout.Decide(in)
-	plan := &rolloutPlan{decision: d, objects: map[string]*unstructured.Unstructured{}, revs: d.Revisions, hold: map[string]bool{}}
+	plan := &rolloutPlan{decision: d, objects: map[string]*unstructured.Unstructured{}, revs: d.Revisions, hold: map[string]bool{},
+		generations: map[int64]int64{}}
+	for _, cr := range c.opts.Revisions.List(binding) {
+		if g := revisionGeneration(cr); g > 0 {
+			plan.generations[cr.Revision] = g
+		}
+	}
 	keep := map[int64]bool{target: true, d.Stable: true}
 	for _, cl := range clusters {
 		keep[cl.Running] = true
