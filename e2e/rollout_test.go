@@ -224,9 +224,13 @@ func rolloutTrial(ctx context.Context, flotilla flotillaclient.Interface, member
 }
 
 // Analyses on `make up MONITORING=1`: the hub queries the Prometheus
-// local-up.sh runs (--rollout-prometheus-address). A canary analysis that
-// holds (every scraped hub target up) lets the first revision through; one
-// whose failureCondition holds halts the next revision in the canary.
+// local-up.sh runs (--rollout-prometheus-address). The query counts the
+// stage's clusters that Prometheus scrapes agents of ({{clusters}} is the
+// group's clusters), which is 1 whatever restarted lately: other specs
+// restart the hub and agents, and `up` of a target just restarted is 0 for a
+// scrape interval, which once made a success-conditioned analysis fail. A
+// canary analysis that holds lets the first revision through; one whose
+// failureCondition holds halts the next revision in the canary.
 var _ = Describe("Staged rollout analysis (make up MONITORING=1)", func() {
 	BeforeEach(func() {
 		if env.Prometheus == "" {
@@ -244,7 +248,7 @@ var _ = Describe("Staged rollout analysis (make up MONITORING=1)", func() {
 		names := []string{env.Members[0].Name, env.Members[1].Name}
 		const ns = "e2e-rollout-analysis"
 		analysis := func(success, failure string) *policyv1alpha1.RolloutAnalysis {
-			return &policyv1alpha1.RolloutAnalysis{Prometheus: policyv1alpha1.PrometheusAnalysis{Query: `min(up{job="flotilla-hub"})`},
+			return &policyv1alpha1.RolloutAnalysis{Prometheus: policyv1alpha1.PrometheusAnalysis{Query: `count(count by (cluster) (up{job="flotilla-agent", cluster=~"{{clusters}}"}))`},
 				SuccessCondition: success, FailureCondition: failure, Interval: &metav1.Duration{Duration: time.Second}, Count: ptr.To[int32](2)}
 		}
 		policy := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
