@@ -82,6 +82,11 @@ type Input struct {
 	// (*SummaryVerdicts).Check, which remembers the verdict per Cluster
 	// object; nil checks on every use.
 	SummaryProblem func(*clusterv1alpha1.Cluster) error
+	// Assumed is what the scheduler placed on each cluster since the
+	// cluster last reported it (overcommit protection, assumed.go): it is
+	// subtracted from the cluster's reported room. The controller passes
+	// (*Assumptions).Snapshot(); nil subtracts nothing.
+	Assumed Assumed
 }
 
 // Result is a scheduling decision.

@@ -217,7 +217,11 @@ func (w *decisionWords) division(c candidate) string {
 		if err := summaryProblem(w.in, c.cluster); err != nil {
 			return "resource summary out of range, room counts as 0: " + err.Error()
 		}
-		if avail, known := availableReplicas(c.cluster, w.in.Spec.ReplicaRequirements); known {
+		assumed := w.in.Assumed[c.cluster.Name]
+		if avail, known := availableReplicas(c.cluster, w.in.Spec.ReplicaRequirements, assumed); known {
+			if assumed != nil && assumed.Replicas > 0 {
+				return fmt.Sprintf("room for %d more replicas (less %d replicas placed since it last reported)", avail, assumed.Replicas)
+			}
 			return fmt.Sprintf("room for %d more replicas", avail)
 		}
 		return "no resource summary reported (room counts as 0)"

@@ -266,7 +266,7 @@ func TestScheduleOverflowProperty(t *testing.T) {
 		roomOf := map[string]int64{}
 		groupRoom := map[int]int64{}
 		for _, c := range fleet {
-			a, _ := availableReplicas(c, nil)
+			a, _ := availableReplicas(c, nil, nil)
 			roomOf[c.Name] = a
 			groupRoom[group[c.Name]] += a
 			total += a
@@ -327,7 +327,7 @@ func TestScheduleOverflowProperty(t *testing.T) {
 func describeRoom(fleet []*clusterv1alpha1.Cluster) string {
 	var parts []string
 	for _, c := range fleet {
-		a, _ := availableReplicas(c, nil)
+		a, _ := availableReplicas(c, nil, nil)
 		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, a))
 	}
 	return strings.Join(parts, " ")

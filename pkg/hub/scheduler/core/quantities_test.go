@@ -220,7 +220,7 @@ func FuzzAvailableReplicas(f *testing.F) {
 		d := time.Duration(1<<63 - 1)
 		for i := 0; i < 3 && d > 10*time.Millisecond; i++ {
 			start := time.Now()
-			room, known = availableReplicas(c, req)
+			room, known = availableReplicas(c, req, nil)
 			d = min(d, time.Since(start))
 		}
 		if d > 100*time.Millisecond {

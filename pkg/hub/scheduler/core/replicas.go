@@ -258,11 +258,13 @@ func strategyWeights(strategy *policyv1alpha1.ReplicaSchedulingStrategy) []polic
 // without a resource summary has none as far as capacity-based division
 // is concerned (unknown is not infinite).
 // A cluster whose summary is out of range has none either.
+// What the scheduler placed there since the cluster last reported is
+// subtracted (Input.Assumed).
 func available(in Input, c candidate) int64 {
 	if summaryProblem(in, c.cluster) != nil {
 		return 0
 	}
-	return summaryRoom(c.cluster, in.Spec.ReplicaRequirements)
+	return summaryRoom(c.cluster, in.Spec.ReplicaRequirements, in.Assumed[c.cluster.Name])
 }
 
 // aggregated packs n replicas onto as few clusters as possible: the
@@ -316,7 +318,7 @@ func aggregated(in Input, selected []candidate, n int64, withCurrent bool) ([]in
 // The member's agent writes the summary, so the hub trusts none of it: a
 // summary quantities.CheckSummary refuses (a value out of range or
 // negative) has room for none.
-func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements) (int64, bool) {
+func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements, assumed *AssumedUsage) (int64, bool) {
 	s := c.Status.ResourceSummary
 	if s == nil || len(s.Allocatable) == 0 {
 		return 0, false
@@ -324,15 +326,16 @@ func availableReplicas(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequ
 	if quantities.CheckSummary(s) != nil {
 		return 0, true
 	}
-	return summaryRoom(c, req), true
+	return summaryRoom(c, req, assumed), true
 }
 
 // summaryRoom is availableReplicas of a summary quantities.CheckSummary passed,
 // 0 when there is none: computed in int64 milli-units (every value is
 // within [0, quantities.MaxMilli], so nothing wraps). A requirement out
 // of range or negative (a binding stored before its CRD bounded it) fits
-// nowhere.
-func summaryRoom(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements) int64 {
+// nowhere. assumed (nil: none) is taken from the free room first, each
+// value within [0, quantities.MaxMilli], so nothing wraps or goes below 0.
+func summaryRoom(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequirements, assumed *AssumedUsage) int64 {
 	s := c.Status.ResourceSummary
 	if s == nil || len(s.Allocatable) == 0 {
 		return 0
@@ -352,11 +355,17 @@ func summaryRoom(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequiremen
 		if q, ok := s.Allocating[name]; ok {
 			v -= q.MilliValue()
 		}
+		if assumed != nil && assumed.Milli != nil {
+			v = lessAssumed(v, assumed.Milli[name])
+		}
 		return max(v, 0), true
 	}
 	result := int64(math.MaxInt64)
 	if pods, ok := free(corev1.ResourcePods); ok {
 		result = pods / 1000
+		if assumed != nil {
+			result = lessAssumed(result, assumed.Replicas)
+		}
 	}
 	if req != nil {
 		for name, q := range req.ResourceRequest {
