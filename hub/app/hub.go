@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -482,6 +483,10 @@ func Run(ctx context.Context, opts *Options) error {
 		// dependency is never an object the detector would refuse.
 		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder, Interpreter: interpreter,
 			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
+		// PriorityClasses (spec.schedulePriority): few and cluster-scoped,
+		// so not label-selected like kubeFactory's objects.
+		priorityFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("priority-classes"), 0, informers.WithTransform(cachetransform.Compact))
+		detectorCtl.WithPriorityClasses(priorityFactory.Scheduling().V1().PriorityClasses().Informer())
 		// One writer of the status the scheduler and the binding controller
 		// share: a new binding's first status is one write.
 		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{}).
@@ -535,6 +540,8 @@ func Run(ctx context.Context, opts *Options) error {
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
+		priorityFactory.Start(ctx.Done())
+		defer priorityFactory.Shutdown()
 		type controller struct {
 			run     func(context.Context, int)
 			workers int

@@ -128,6 +128,7 @@ func convertKarmada(s sourced, opts Options, res *Result) (*unstructured.Unstruc
 	}
 	if isPropagationPolicy {
 		problems = append(problems, checkStatePreservation(obj.Object)...)
+		problems = append(problems, checkSchedulePriority(obj.Object)...)
 	}
 	if target.gvk.Kind == "WorkloadRebalancer" {
 		rebalancerNotes(obj.Object, desc, s.src, opts, res)

@@ -36,6 +36,7 @@ func noteKarmadaDifferences(obj map[string]any, kind, desc, src string, res *Res
 			placementDifferences(spec, note)
 			failoverDifferences(spec, note)
 			dependencyDifferences(spec, note)
+			schedulePriorityDifferences(spec, note)
 		}
 	case "Cluster":
 		clusterDifferences(obj, note)

@@ -198,12 +198,28 @@ func TestKarmadaSeeds(t *testing.T) {
 					t.Errorf("nginx-low: preemption %q, want Never", p.Preemption)
 				}
 			}},
+		{file: "issue39-schedule-priority.yaml",
+			kinds: []string{"PropagationPolicy default/critical-app-policy", "ClusterPropagationPolicy critical-cluster-policy",
+				"PropagationPolicy default/pod-priority-policy"},
+			unsupported: []string{"spec.schedulePriority"},
+			check: func(t *testing.T, objs []runtime.Object) {
+				want := &policyv1alpha1.SchedulePriority{PriorityClassSource: policyv1alpha1.KubePriorityClass, PriorityClassName: "high-priority-example"}
+				if sp := objs[0].(*policyv1alpha1.PropagationPolicy).Spec.SchedulePriority; !reflect.DeepEqual(sp, want) {
+					t.Errorf("critical-app-policy: schedulePriority %+v, want %+v", sp, want)
+				}
+				if sp := objs[1].(*policyv1alpha1.ClusterPropagationPolicy).Spec.SchedulePriority; !reflect.DeepEqual(sp, want) {
+					t.Errorf("critical-cluster-policy: schedulePriority %+v, want %+v", sp, want)
+				}
+				if sp := objs[2].(*policyv1alpha1.PropagationPolicy).Spec.SchedulePriority; sp != nil {
+					t.Errorf("pod-priority-policy: schedulePriority %+v kept, want it dropped", sp)
+				}
+			}},
 		{file: "unsupported.yaml",
 			kinds: []string{"PropagationPolicy default/nginx", "OverridePolicy default/nginx"},
 			unsupported: []string{"spec.activationPreference", "spec.failover.application.statePreservation.rules[1]",
 				"spec.healthInterpretation", "spec.overrideRules[0].overriders.fieldOverrider",
 				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo", "spec.placement.workloadAffinity",
-				"spec.schedulePriority", "spec.schedulerName"},
+				"spec.schedulerName"},
 			check: func(t *testing.T, objs []runtime.Object) {
 				pp := objs[0].(*policyv1alpha1.PropagationPolicy)
 				a := pp.Spec.Failover.Application

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -103,6 +104,10 @@ type Controller struct {
 	// interpreter reads replicas and aggregates status, customizations
 	// first (nil: the built-in interpreter).
 	interpreter *resourceinterpreter.Interpreter
+
+	// priorityClasses resolve policies' schedulePriority (priority.go;
+	// nil: not read, so a policy with one binds nothing).
+	priorityClasses schedulinglisters.PriorityClassLister
 }
 
 // NewController wires the detector to factory's informers. scope (HostScope
@@ -262,6 +267,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
 			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
+		}
+		if missing := (*priorityClassError)(nil); errors.As(err, &missing) {
+			// Karmada builds no binding then; the template and the policy
+			// say why, and the PriorityClass informer brings the template
+			// back when the class is created.
+			existing := c.ownedBinding(key)
+			msg := policyDescription(policyLabels) + ": " + err.Error() + "; not propagated"
+			if existing != nil {
+				msg += fmt.Sprintf("; the existing binding %s is kept as it was", existing.Name)
+			}
+			if propagatedChanged(tmpl.Status.Conditions, metav1.ConditionFalse, ReasonPriorityClassNotFound) && decision.Winner.Object != nil {
+				c.recorder.Eventf(decision.Winner.Object, "Warning", ReasonPriorityClassNotFound, "does not propagate %s: %v", key, err)
+			}
+			return c.writeStatus(ctx, tmpl, existing, metav1.ConditionFalse, ReasonPriorityClassNotFound, msg, blocked)
 		}
 		if invalid := (*quantities.Error)(nil); errors.As(err, &invalid) {
 			// Said on the template, not retried: only a change of the
@@ -459,6 +478,10 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	if err != nil {
 		return nil, false, err
 	}
+	priority, err := c.schedulePriority(policy)
+	if err != nil {
+		return nil, false, err
+	}
 	placement := policy.Placement.DeepCopy()
 	want := workv1alpha1.ResourceBindingSpec{
 		Resource: workv1alpha1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(),
@@ -473,6 +496,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		PropagateDeps:               policy.PropagateDeps,
 		Suspension:                  policy.Suspension.DeepCopy(),
 		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
+		SchedulePriority:            priority,
 	}
 	current, err := c.bindings.Get(bindingKey(tmpl.Namespace, name))
 	if apierrors.IsNotFound(err) {
@@ -511,6 +535,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.Suspension, updated.Spec.PreserveResourcesOnDeletion = want.Suspension, want.PreserveResourcesOnDeletion
 	updated.Spec.ApplyStrategy, updated.Spec.RolloutStrategy = want.ApplyStrategy, want.RolloutStrategy
 	updated.Spec.PropagateDeps = want.PropagateDeps
+	updated.Spec.SchedulePriority = want.SchedulePriority
 	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName,
 		workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
 		delete(updated.Labels, k)

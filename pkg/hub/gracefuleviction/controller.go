@@ -47,6 +47,7 @@ import (
 	worklisters "github.com/flotilla-io/flotilla/pkg/generated/listers/work/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clusterlifecycle"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/priorityqueue"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
 )
@@ -95,8 +96,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		clusters:  clusters.Lister(),
 		synced: workobjects.Synced(append(bindingInformers, clusters.Informer(), works.Informer(),
 			work.ResourceTemplates().Informer(), work.ClusterResourceTemplates().Informer())...),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "graceful-eviction"}),
+		// Higher schedulePriority first, ties in arrival order; retries
+		// and delayed keys too, once they are due.
+		queue: priorityqueue.NewRateLimitingQueue("graceful-eviction", bindings.Priority),
 	}
 	withTasks := func(obj any) {
 		if spec := workobjects.SpecOf(obj); spec != nil && len(spec.GracefulEvictionTasks) > 0 {

@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
+	"github.com/flotilla-io/flotilla/pkg/priorityqueue"
 	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/statuslimits"
@@ -109,8 +110,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		bindings: bindings,
 		clusters: clusters.Lister(),
 		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
+		// Higher schedulePriority first, ties in arrival order; retries
+		// and delayed keys too, once they are due.
+		queue: priorityqueue.NewRateLimitingQueue("scheduler", bindings.Priority),
 	}
 	c.summaryProblem = c.summaries.Check
 	enqueue := workobjects.EnqueueKey(c.queue.Add)

@@ -56,6 +56,7 @@ import (
 	clusterlisters "github.com/flotilla-io/flotilla/pkg/generated/listers/cluster/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/clustertaint"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/priorityqueue"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/statepreservation"
 	"github.com/flotilla-io/flotilla/pkg/workobjects"
@@ -103,8 +104,9 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		bindings: bindings,
 		clusters: clusters.Lister(),
 		synced:   workobjects.Synced(append(bindingInformers, clusters.Informer())...),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "taint-manager"}),
+		// Higher schedulePriority first, ties in arrival order; retries
+		// and delayed keys too, once they are due.
+		queue: priorityqueue.NewRateLimitingQueue("taint-manager", bindings.Priority),
 	}
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range bindingInformers {

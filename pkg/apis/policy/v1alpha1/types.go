@@ -180,6 +180,13 @@ type PropagationSpec struct {
 	// +kubebuilder:default=ServerSideApply
 	// +optional
 	ApplyStrategy ApplyStrategy `json:"applyStrategy,omitempty"`
+
+	// SchedulePriority gives the selected workloads the priority of a
+	// PriorityClass: higher priority is scheduled, evicted from a failed
+	// cluster and moved first (Karmada's schedulePriority; see
+	// SchedulePriority).
+	// +optional
+	SchedulePriority *SchedulePriority `json:"schedulePriority,omitempty"`
 }
 
 // PreemptionBehavior says whether a policy takes templates another policy

@@ -299,6 +299,11 @@ type ResourceBindingSpec struct {
 	// +optional
 	PreserveResourcesOnDeletion *bool `json:"preserveResourcesOnDeletion,omitempty"`
 
+	// SchedulePriority is the priority resolved from the policy's
+	// schedulePriority (the PriorityClass's value, bounded).
+	// +optional
+	SchedulePriority *SchedulePriority `json:"schedulePriority,omitempty"`
+
 	// PropagateDeps is copied from the policy.
 	// +optional
 	PropagateDeps bool `json:"propagateDeps,omitempty"`
