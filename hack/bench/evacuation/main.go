@@ -29,6 +29,7 @@
 //
 //	make up FAST=1    # NoExecute 20s after Unknown, tolerations 5s; eviction rates at their defaults
 //	go run ./hack/bench/evacuation --workloads 1000 --clusters 10 --eviction-timeout 20s --toleration 5s
+//	go run ./hack/bench/evacuation --workloads 1000 --clusters 10 --eviction-timeout 20s --toleration 5s --priorities 3 --skip-outage
 package main
 
 import (
@@ -85,6 +86,7 @@ type options struct {
 	evictionTimeout, toleration  time.Duration
 	outageWindow, timeout        time.Duration
 	skipOutage                   bool
+	priorities                   int
 }
 
 func main() {
@@ -103,7 +105,12 @@ func main() {
 	flag.DurationVar(&o.outageWindow, "outage-window", 0, "how long phase 2 watches after every Lease expired (0: 2 × (eviction timeout + toleration))")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up phase 1 after this long (the report then gives what was done and the rate)")
 	flag.BoolVar(&o.skipOutage, "skip-outage", false, "skip phase 2")
+	flag.IntVar(&o.priorities, "priorities", 1, "priority levels of the workloads (issue 39): with 2 or more, one PriorityClass and one policy with spec.schedulePriority per level, workload i at level i mod N, and the report per level")
 	flag.Parse()
+	if o.priorities < 1 || o.priorities > 10 {
+		fmt.Fprintln(os.Stderr, "error: --priorities must be from 1 to 10")
+		os.Exit(2)
+	}
 	if o.outageWindow == 0 {
 		o.outageWindow = 2 * (o.evictionTimeout + o.toleration)
 	}
@@ -558,14 +565,26 @@ func (b *bench) createWorkloads(ctx context.Context) error {
 				ClusterAffinity: &policyv1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{benchLabel: benchValue}}},
 				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
 					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated}}}}
-	if _, err := b.fc.PolicyV1alpha1().PropagationPolicies(namespace).Create(ctx, policy, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if b.o.priorities > 1 {
+		if err := b.createPriorityPolicies(ctx, policy.Spec); err != nil {
+			return err
+		}
+	} else if _, err := b.fc.PolicyV1alpha1().PropagationPolicies(namespace).Create(ctx, policy, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	var failed atomic.Int32
+	index := map[string]int{}
+	for i, name := range templateNames(b.o.workloads) {
+		index[name] = i
+	}
 	benchutil.Parallel(templateNames(b.o.workloads), 16, func(name string) {
 		labels := map[string]any{"app": name}
+		meta := map[string]any{"name": name, "labels": labels}
+		if b.o.priorities > 1 {
+			meta["labels"] = map[string]any{"app": name, benchPriorityLabel: fmt.Sprintf("p%d", b.levelOf(index[name]))}
+		}
 		raw, _ := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": map[string]any{"name": name, "labels": labels},
+			"metadata": meta,
 			"spec": map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": labels},
 				"template": map[string]any{"metadata": map[string]any{"labels": labels},
 					"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "nginx:1.27",
@@ -691,6 +710,7 @@ func (b *bench) report(expiry time.Time, before, after map[string]float64) {
 		fmt.Printf("\nEvictions fall due at NoExecute + %s = %s after expiry; the last workload ran elsewhere %s after that.\n",
 			o.toleration, since(due), r(rp[len(rp)-1]-due.Sub(expiry)))
 	}
+	b.reportPriorities(expiry)
 	fmt.Printf("\nflotilla_eviction_evictions_total during phase 1: %s\n", evictionDelta(before, after))
 	var clients []string
 	for k := range after {
@@ -908,6 +928,7 @@ func (b *bench) cleanup() {
 		b.log("bindings not gone: %v", err)
 	}
 	_ = b.fc.PolicyV1alpha1().PropagationPolicies(namespace).Delete(ctx, "evacuation", metav1.DeleteOptions{})
+	b.deletePriorityPolicies(ctx)
 	_ = b.kc.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
 	_ = b.fc.ClusterV1alpha1().Clusters().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: benchLabel + "=" + benchValue})
 	_ = poll(ctx, 5*time.Minute, func() bool {

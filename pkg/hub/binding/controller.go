@@ -44,6 +44,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/cachetransform"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
 	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/priorityqueue"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/render"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
@@ -151,16 +152,18 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		}
 		return nil, nil
 	}}))
+	bindings := &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()}
 	c := &Controller{opts: opts, client: client,
-		bindings:         &workobjects.Bindings{Client: client, Namespaced: rb.Lister(), ClusterScoped: crb.Lister()},
+		bindings:         bindings,
 		templates:        &workobjects.Templates{Client: client, Namespaced: rt.Lister(), ClusterScoped: crt.Lister()},
 		works:            works.Informer().GetIndexer(),
 		clusters:         clusters.Lister(),
 		overrides:        op.Lister(),
 		clusterOverrides: cop.Lister(),
 		bindingIndexers:  []cache.Indexer{rb.Informer().GetIndexer(), crb.Informer().GetIndexer()},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binding"}),
+		// Higher schedulePriority first, ties in arrival order: in a
+		// failover, the Works of critical workloads are written first.
+		queue: priorityqueue.NewRateLimitingQueue("binding", bindings.Priority),
 	}
 	c.synced = []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, rt.Informer().HasSynced,
 		crt.Informer().HasSynced, works.Informer().HasSynced, clusters.Informer().HasSynced, op.Informer().HasSynced, cop.Informer().HasSynced}
