@@ -61,6 +61,7 @@ import (
 	"github.com/flotilla-io/flotilla/pkg/hub/interpretercustomization"
 	"github.com/flotilla-io/flotilla/pkg/hub/remedy"
 	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
+	"github.com/flotilla-io/flotilla/pkg/hub/scheduler/core"
 	"github.com/flotilla-io/flotilla/pkg/hub/taintmanager"
 	"github.com/flotilla-io/flotilla/pkg/hub/workloadrebalancer"
 	"github.com/flotilla-io/flotilla/pkg/metrics"
@@ -98,6 +99,7 @@ type Options struct {
 	ConcurrentResourceBindingSyncs  int
 	ConcurrentScheduleSyncs         int
 	EvictionHistoryTTL              time.Duration
+	AssumptionTTL                   time.Duration
 	// Failover.
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
@@ -176,6 +178,7 @@ func NewOptions() *Options {
 		ConcurrentResourceBindingSyncs:      10,
 		ConcurrentScheduleSyncs:             8,
 		EvictionHistoryTTL:                  10 * time.Minute,
+		AssumptionTTL:                       core.DefaultAssumptionTTL,
 		DefaultNotReadyTolerationSeconds:    600,
 		DefaultUnreachableTolerationSeconds: 600,
 		GracefulEvictionTimeout:             10 * time.Minute,
@@ -217,6 +220,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentResourceBindingSyncs, "concurrent-resourcebinding-syncs", o.ConcurrentResourceBindingSyncs, "Bindings rendered into Works in parallel; also the workers of the taint manager, application failover, graceful eviction and dependencies controllers.")
 	fs.IntVar(&o.ConcurrentScheduleSyncs, "concurrent-schedule-syncs", o.ConcurrentScheduleSyncs, "Bindings scheduled in parallel (each binding by one worker at a time).")
 	fs.DurationVar(&o.EvictionHistoryTTL, "eviction-history-ttl", o.EvictionHistoryTTL, "How long the scheduler keeps a binding off a cluster it was evicted from.")
+	fs.DurationVar(&o.AssumptionTTL, "assumption-ttl", o.AssumptionTTL, "Overcommit protection: how long replicas the scheduler placed on a cluster are subtracted from its room at most, waiting for the cluster to report them (Karmada's SchedulingOvercommitProtection); 0 turns the protection off.")
 	fs.DurationVar(&o.FailbackTimeout, "failback-timeout", o.FailbackTimeout,
 		"How long a failback may wait for its new placement to become healthy; then it is rolled back to the placement it had (Warning event FailbackRolledBack, a failover history item). 0 waits for good.")
 	fs.IntVar(&o.FailbackMaxConcurrentPerNamespace, "failback-max-concurrent-per-namespace", o.FailbackMaxConcurrentPerNamespace,
@@ -266,8 +270,8 @@ func (o *Options) Validate() error {
 	if o.DefaultNotReadyTolerationSeconds < 0 || o.DefaultUnreachableTolerationSeconds < 0 || o.GracefulEvictionTimeout < 0 {
 		return fmt.Errorf("--default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds and --graceful-eviction-timeout must not be negative")
 	}
-	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 {
-		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl not negative")
+	if o.ConcurrentResourceTemplateSyncs < 1 || o.ConcurrentResourceBindingSyncs < 1 || o.ConcurrentScheduleSyncs < 1 || o.EvictionHistoryTTL < 0 || o.AssumptionTTL < 0 {
+		return fmt.Errorf("--concurrent-resource-template-syncs, --concurrent-resourcebinding-syncs and --concurrent-schedule-syncs must be positive, --eviction-history-ttl and --assumption-ttl not negative")
 	}
 	if o.FailbackTimeout < 0 || o.FailbackMaxConcurrentPerNamespace < 0 {
 		return fmt.Errorf("--failback-timeout and --failback-max-concurrent-per-namespace must not be negative")
@@ -492,7 +496,8 @@ func Run(ctx context.Context, opts *Options) error {
 		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{}).
 			WithRecorder(recorder).WithDenials(statusDenials)
 		schedulerCtl := scheduler.NewController(clients.flotilla("scheduler"), factory, scheduler.Options{
-			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses})
+			EvictionHistoryTTL: opts.EvictionHistoryTTL, Metrics: hubMetrics, Recorder: recorder, Statuses: bindingStatuses,
+			AssumptionTTL: schedulerAssumptionTTL(opts.AssumptionTTL)})
 		// Template revisions live in the hub's own namespace, where tenants
 		// cannot write; a staged rollout holds while the fleet guard sees
 		// fleet-wide disruption (one budget for changes and failures).
@@ -741,4 +746,13 @@ func analysisOf(r *rolloutanalysis.Runner) binding.Analyzer {
 		}
 		return r.Observe(key, spec, group, clusters)
 	}
+}
+
+// schedulerAssumptionTTL is the scheduler's AssumptionTTL for the flag:
+// the flag's 0 (off) is the scheduler's negative.
+func schedulerAssumptionTTL(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

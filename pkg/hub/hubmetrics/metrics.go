@@ -53,6 +53,13 @@ type Metrics struct {
 	// E2ESchedulingLatency is the time from dequeuing a binding to its
 	// result written (decision plus API writes).
 	E2ESchedulingLatency *prometheus.HistogramVec
+	// AssumedReplicas is, per cluster, the replicas the scheduler placed
+	// there that the cluster has not reported yet (overcommit protection:
+	// subtracted from its room).
+	AssumedReplicas *prometheus.GaugeVec
+	// AssumptionReleases counts released assumptions by reason (Reported,
+	// Rescheduled, BindingDeleted, ClusterDeleted, Expired, Undone).
+	AssumptionReleases *prometheus.CounterVec
 	// Evictions counts evictions by reason (TaintUntolerated,
 	// ApplicationFailure) and result (evicted, rate_limited, held, error).
 	Evictions *prometheus.CounterVec
@@ -129,6 +136,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		E2ESchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
 			Name: "e2e_scheduling_duration_seconds", Help: "Time from taking a binding off the queue to its result written, by result and schedule type.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"result", "schedule_type"}),
+		AssumedReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
+			Name: "assumed_replicas", Help: "Replicas the scheduler placed on the cluster that its resource summary does not show yet; subtracted from its room."}, []string{"cluster"}),
+		AssumptionReleases: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "scheduler",
+			Name: "assumption_releases_total", Help: "Assumed placements released, by reason (Reported, Rescheduled, BindingDeleted, ClusterDeleted, Expired, Undone)."}, []string{"reason"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
 			Name: "evictions_total", Help: "Workload evictions from clusters by reason and result (evicted, rate_limited, held by the fleet guard, rollout: left to a staged rollout whose revision the copy runs, error)."}, []string{"reason", "result"}),
 		EvictionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "eviction",
@@ -169,5 +180,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Leader, m.LeadershipLost)
 	reg.MustRegister(m.ForbiddenWrites)
 	reg.MustRegister(m.PolicyPreemptions)
+	reg.MustRegister(m.AssumedReplicas, m.AssumptionReleases)
 	return m
 }

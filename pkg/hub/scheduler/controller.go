@@ -81,6 +81,11 @@ type Options struct {
 	// binding controller (a new binding's first status in one write); nil
 	// writes at once.
 	Statuses *bindingstatus.Writer
+	// AssumptionTTL is how long a placement the scheduler made is
+	// subtracted from its cluster's room at most, waiting for the cluster
+	// to report it (overcommit protection, core.Assumptions); 0 is
+	// core.DefaultAssumptionTTL, negative turns the protection off.
+	AssumptionTTL time.Duration
 }
 
 // Controller schedules bindings.
@@ -92,8 +97,10 @@ type Controller struct {
 	// per Cluster update; summaryProblem is its Check, made once.
 	summaries      core.SummaryVerdicts
 	summaryProblem func(*clusterv1alpha1.Cluster) error
-	synced         []cache.InformerSynced
-	queue          workqueue.TypedRateLimitingInterface[string]
+	// assumed is the overcommit protection's ledger (assumed.go).
+	assumed *core.Assumptions
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the scheduler to factory's informers.
@@ -115,10 +122,13 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		queue: priorityqueue.NewRateLimitingQueue("scheduler", bindings.Priority),
 	}
 	c.summaryProblem = c.summaries.Check
+	c.assumed = newAssumptions(opts)
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range bindingInformers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
+			DeleteFunc: c.forgetBinding,
 			UpdateFunc: func(o, n any) {
+				c.observeBinding(n) // a copy up may release an assumption
 				// Status writes (ours and the binding controller's) change
 				// nothing the scheduler reads.
 				om, nm := o.(metav1.Object), n.(metav1.Object)
@@ -131,6 +141,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	_, _ = clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.enqueueAll() },
 		UpdateFunc: func(o, n any) {
+			c.observeCluster(o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster))
 			if clusterChangeMatters(o.(*clusterv1alpha1.Cluster), n.(*clusterv1alpha1.Cluster)) {
 				c.enqueueAll()
 			}
@@ -141,6 +152,7 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 			}
 			if cl, ok := obj.(*clusterv1alpha1.Cluster); ok {
 				c.summaries.Forget(cl.Name)
+				c.assumed.ForgetCluster(cl.Name)
 			}
 			c.enqueueAll()
 		},
@@ -175,6 +187,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.queue.ShutDown()
 	if !cache.WaitForNamedCacheSync("scheduler", ctx.Done(), c.synced...) {
 		return
+	}
+	c.seedAssumptions()
+	if c.assumed != nil {
+		go c.expireAssumptions(ctx)
 	}
 	queueworker.Run(ctx, "scheduler", c.queue, workers, c.sync)
 }
@@ -323,7 +339,8 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		Rebalance:      scheduleType == TypePlacementChanged && replicaSchedulingChanged(binding),
 		RestoreRemoved: scheduleType == TypePlacementChanged,
 		SummaryProblem: c.summaryProblem}
-	result, decideErr := core.Schedule(in)
+	// The room the ledger leaves, and the result assumed at once.
+	result, undoAssumption, decideErr := c.decide(&in, &binding.Spec)
 	decided := time.Now()
 	defer func() {
 		// An unschedulable binding returns nil (nothing to retry); the
@@ -364,8 +381,10 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		}
 		updated.Annotations[AnnotationScheduledPlacement] = placement
 		if stored, err = c.bindings.Update(ctx, updated); err != nil {
+			undoAssumption()
 			return err
 		}
+		c.assumed.Confirm(workobjects.Key(binding), stored.Generation)
 		c.opts.Statuses.Observe(stored)
 		msg := "Scheduled to " + describe(result.Clusters)
 		removed, shrunk := splitPlaced(newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks), result.Clusters)

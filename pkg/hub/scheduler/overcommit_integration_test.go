@@ -1,0 +1,155 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned"
+	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
+	"github.com/flotilla-io/flotilla/pkg/hub/hubmetrics"
+	"github.com/flotilla-io/flotilla/pkg/hub/scheduler"
+	"github.com/flotilla-io/flotilla/pkg/testenv"
+)
+
+// TestOvercommitProtectionBurst: a failover burst of bindings, each 2
+// replicas of 1 CPU divided by room, lands at once on two survivors with
+// room for 6 and 4 CPUs whose summaries do not change while it lands (the
+// agents report every 10 s; the burst is scheduled in well under that).
+// With overcommit protection (the default), 4 workers place exactly the 5
+// bindings that fit, no survivor beyond its room, and the other 2 are
+// unschedulable; with it off (-1), the same burst overcommits, which is
+// Karmada issue #6518.
+func TestOvercommitProtectionBurst(t *testing.T) {
+	env := testenv.Start(t)
+	fc := flotillaclient.NewForConfigOrDie(env.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	run := func(t *testing.T, prefix string, ttl time.Duration) (placed map[string]int32, scheduled, unschedulable int, reg *prometheus.Registry) {
+		room := map[string]int64{prefix + "-a": 6, prefix + "-b": 4}
+		for name, cpu := range room {
+			c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue,
+				Reason: "ClusterReady", Message: "set by the test", LastTransitionTime: metav1.Now()}}
+			c.Status.ResourceSummary = &clusterv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{
+				corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI)}}
+			if _, err := fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		placement := &policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{prefix + "-a", prefix + "-b"}},
+			ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
+				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+				WeightPreference:          &policyv1alpha1.ClusterPreferences{DynamicWeight: policyv1alpha1.DynamicWeightByAvailableReplicas}}}
+		const ns, bindings = "default", 7
+		for i := range bindings {
+			name := fmt.Sprintf("%s-app-%d", prefix, i)
+			b := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-deployment", Namespace: ns},
+				Spec: workv1alpha1.ResourceBindingSpec{Replicas: 2, Placement: placement,
+					ReplicaRequirements: &workv1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+					Resource:            workv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: name}}}
+			if _, err := fc.WorkV1alpha1().ResourceBindings(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		factory := flotillainformers.NewSharedInformerFactory(fc, 0)
+		reg = prometheus.NewRegistry()
+		ctl := scheduler.NewController(fc, factory, scheduler.Options{Metrics: hubmetrics.New(reg), EvictionHistoryTTL: time.Minute, AssumptionTTL: ttl})
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		factory.Start(runCtx.Done())
+		factory.WaitForCacheSync(runCtx.Done())
+		go ctl.Run(runCtx, 4)
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			list, err := fc.WorkV1alpha1().ResourceBindings(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			placed, scheduled, unschedulable = map[string]int32{}, 0, 0
+			for _, b := range list.Items {
+				if len(b.Name) < len(prefix) || b.Name[:len(prefix)] != prefix {
+					continue
+				}
+				switch cond := meta.FindStatusCondition(b.Status.Conditions, workv1alpha1.BindingConditionScheduled); {
+				case cond == nil:
+					return false, nil
+				case cond.Status == metav1.ConditionTrue:
+					scheduled++
+				default:
+					unschedulable++
+				}
+				for _, c := range b.Spec.Clusters {
+					placed[c.Name] += c.Replicas
+				}
+			}
+			return scheduled+unschedulable == bindings, nil
+		}); err != nil {
+			t.Fatalf("not every binding decided: %d scheduled, %d unschedulable: %v", scheduled, unschedulable, err)
+		}
+		for name, cpu := range room {
+			t.Logf("%s: %d replicas of 1 CPU, room %d", name, placed[name], cpu)
+		}
+		return placed, scheduled, unschedulable, reg
+	}
+
+	t.Run("protected", func(t *testing.T) {
+		placed, scheduled, unschedulable, reg := run(t, "oc", 0)
+		if placed["oc-a"] > 6 || placed["oc-b"] > 4 {
+			t.Fatalf("overcommitted: %v", placed)
+		}
+		if scheduled != 5 || unschedulable != 2 || placed["oc-a"]+placed["oc-b"] != 10 {
+			t.Fatalf("%d scheduled, %d unschedulable, placed %v: want the 5 that fit placed", scheduled, unschedulable, placed)
+		}
+		got := testutil.ToFloat64(mustGauge(t, reg, "oc-a")) + testutil.ToFloat64(mustGauge(t, reg, "oc-b"))
+		if got != 10 {
+			t.Fatalf("flotilla_scheduler_assumed_replicas sums to %v, want 10", got)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		placed, _, _, _ := run(t, "nop", -1)
+		if placed["nop-a"] <= 6 && placed["nop-b"] <= 4 {
+			t.Fatalf("without protection the burst did not overcommit (%v): the test shows nothing", placed)
+		}
+	})
+}
+
+// mustGauge is flotilla_scheduler_assumed_replicas of cluster.
+func mustGauge(t *testing.T, reg *prometheus.Registry, cluster string) prometheus.Collector {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "flotilla_scheduler_assumed_replicas" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cluster" && l.GetValue() == cluster {
+					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "copy"})
+					g.Set(m.GetGauge().GetValue())
+					return g
+				}
+			}
+		}
+	}
+	t.Fatalf("no flotilla_scheduler_assumed_replicas for %s", cluster)
+	return nil
+}
