@@ -423,6 +423,15 @@ func waitForAdmissionPolicy(t *testing.T, env *testenv.Env) {
 	if err != nil {
 		t.Fatalf("admission policy not enforced after 30s: %v", err)
 	}
+	// Each policy takes effect on its own: probe the fieldOverrider one too.
+	fo := decodeStrict(t, fieldOverriderPolicy("fo-probe", "      - fieldPath: /data/c\n        json:\n        - {subPath: /a, operator: add}\n")).(*policyv1alpha1.OverridePolicy)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.PolicyV1alpha1().OverridePolicies(fo.Namespace).Create(ctx, fo, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err), nil
+	})
+	if err != nil {
+		t.Fatalf("admission policy flotilla-field-overrider-values not enforced after 30s: %v", err)
+	}
 }
 
 // TestTemplateAuthorship: a tenant propagates only what they could create

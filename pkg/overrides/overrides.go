@@ -180,7 +180,8 @@ func policySelects(spec *policyv1alpha1.OverrideSpec, obj *unstructured.Unstruct
 
 func isEmpty(o *policyv1alpha1.Overriders) bool {
 	return len(o.Plaintext) == 0 && len(o.ImageOverrider) == 0 && len(o.CommandOverrider) == 0 &&
-		len(o.ArgsOverrider) == 0 && len(o.LabelsOverrider) == 0 && len(o.AnnotationsOverrider) == 0
+		len(o.ArgsOverrider) == 0 && len(o.LabelsOverrider) == 0 && len(o.AnnotationsOverrider) == 0 &&
+		len(o.FieldOverrider) == 0
 }
 
 // applyOverriders runs one rule's overriders on doc in the documented order
@@ -236,6 +237,13 @@ func applyOverriders(doc map[string]interface{}, kind string, o *policyv1alpha1.
 		if ok {
 			applied.AnnotationsOverrider = append(applied.AnnotationsOverrider, *l.DeepCopy())
 		}
+	}
+	for i := range o.FieldOverrider {
+		f := &o.FieldOverrider[i]
+		if err := applyField(doc, f); err != nil {
+			return nil, fmt.Errorf("fieldOverrider %s: %w", fieldOverriderName(f), err)
+		}
+		applied.FieldOverrider = append(applied.FieldOverrider, *f.DeepCopy())
 	}
 	for i := range o.Plaintext {
 		p := &o.Plaintext[i]

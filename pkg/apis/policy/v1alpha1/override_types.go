@@ -102,7 +102,7 @@ type RuleWithCluster struct {
 
 	// Overriders are the changes to make. Within a rule they are applied in
 	// this order: imageOverrider, commandOverrider, argsOverrider,
-	// labelsOverrider, annotationsOverrider, plaintext.
+	// labelsOverrider, annotationsOverrider, fieldOverrider, plaintext.
 	Overriders Overriders `json:"overriders"`
 }
 
@@ -131,6 +131,12 @@ type Overriders struct {
 	// AnnotationsOverrider changes metadata.annotations.
 	// +optional
 	AnnotationsOverrider []LabelAnnotationOverrider `json:"annotationsOverrider,omitempty"`
+
+	// FieldOverrider changes JSON or YAML documents held in string
+	// fields, e.g. a ConfigMap's data["config.yaml"].
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	FieldOverrider []FieldOverrider `json:"fieldOverrider,omitempty"`
 }
 
 // PlaintextOverrider is one JSON-patch operation. It may not touch the
