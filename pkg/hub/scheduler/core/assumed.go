@@ -51,6 +51,7 @@ package core
 // moves only its own room, within what it claims.
 
 import (
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -338,15 +339,20 @@ func (a *Assumptions) release(key string, e *assumption, reason string) {
 }
 
 // recompute sums the touched clusters' entries and publishes a new
-// snapshot. Under a.mu.
+// snapshot: the old one with the touched clusters changed (a clone costs
+// far less than a new map of every cluster). Under a.mu.
 func (a *Assumptions) recompute(touched map[string]bool) {
+	snap := maps.Clone(*a.snapshot.Load())
+	if snap == nil {
+		snap = Assumed{}
+	}
 	for c := range touched {
 		cl := a.clusters[c]
-		if cl == nil {
-			continue
-		}
-		if len(cl.entries) == 0 {
-			cl.usage = nil
+		if cl == nil || len(cl.entries) == 0 {
+			// A cluster without entries needs no summary sequence: the
+			// next entry's up mark is relative to the sequence then.
+			delete(a.clusters, c)
+			delete(snap, c)
 			if a.hooks.Changed != nil {
 				a.hooks.Changed(c, 0)
 			}
@@ -364,14 +370,9 @@ func (a *Assumptions) recompute(touched map[string]bool) {
 			}
 		}
 		cl.usage = u
+		snap[c] = u
 		if a.hooks.Changed != nil {
 			a.hooks.Changed(c, u.Replicas)
-		}
-	}
-	snap := make(Assumed, len(a.clusters))
-	for c, cl := range a.clusters {
-		if cl.usage != nil {
-			snap[c] = cl.usage
 		}
 	}
 	a.snapshot.Store(&snap)
@@ -478,11 +479,7 @@ func (a *Assumptions) ForgetCluster(cluster string) {
 	for key, e := range cl.entries {
 		a.release(key, e, ReleaseClusterDeleted)
 	}
-	delete(a.clusters, cluster)
-	if a.hooks.Changed != nil {
-		a.hooks.Changed(cluster, 0)
-	}
-	a.recompute(nil)
+	a.recompute(map[string]bool{cluster: true})
 }
 
 // Expire releases the entries made or replaced a TTL or more before now,
