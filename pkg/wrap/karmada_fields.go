@@ -205,7 +205,6 @@ func overflowNote(spec map[string]any, desc, src string, res *Result) {
 var unsupportedReasons = map[string]string{
 	"spec.schedulerName":                                        "Flotilla has one scheduler, in the hub",
 	"spec.activationPreference":                                 "policy changes apply at once; there is no Lazy activation",
-	"spec.placement.workloadAffinity":                           "no affinity between workloads",
 	"spec.overrideRules.overriders.fieldOverrider":              "no overrider into YAML or JSON held in a string field; replace the whole field with a plaintext overrider",
 	"spec.secretRef":                                            "members register with an agent; the hub holds no member credentials",
 	"spec.impersonatorSecretRef":                                "members register with an agent; the hub holds no member credentials",

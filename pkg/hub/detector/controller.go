@@ -268,6 +268,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if conflict := (*bindingConflictError)(nil); errors.As(err, &conflict) {
 			return c.setPropagated(ctx, tmpl, nil, metav1.ConditionFalse, ReasonBindingConflict, err.Error())
 		}
+		if invalid := (*workloadAffinityLabelError)(nil); errors.As(err, &invalid) {
+			// As an invalid quantity: said on the template, the binding kept.
+			existing := c.ownedBinding(key)
+			msg := err.Error() + "; not propagated"
+			if existing != nil {
+				msg += fmt.Sprintf("; the existing binding %s is kept as it was", existing.Name)
+			}
+			return c.writeStatus(ctx, tmpl, existing, metav1.ConditionFalse, ReasonInvalidWorkloadAffinityLabel, msg, blocked)
+		}
 		if missing := (*priorityClassError)(nil); errors.As(err, &missing) {
 			// Karmada builds no binding then; the template and the policy
 			// say why, and the PriorityClass informer brings the template
@@ -478,6 +487,10 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	if err != nil {
 		return nil, false, err
 	}
+	groups, err := WorkloadAffinityGroups(tmpl.Namespace, obj, &policy.Placement)
+	if err != nil {
+		return nil, false, err
+	}
 	priority, err := c.schedulePriority(policy)
 	if err != nil {
 		return nil, false, err
@@ -497,6 +510,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 		Suspension:                  policy.Suspension.DeepCopy(),
 		PreserveResourcesOnDeletion: policy.PreserveResourcesOnDeletion,
 		SchedulePriority:            priority,
+		WorkloadAffinityGroups:      groups,
 	}
 	current, err := c.bindings.Get(bindingKey(tmpl.Namespace, name))
 	if apierrors.IsNotFound(err) {
@@ -536,6 +550,7 @@ func (c *Controller) ensureBinding(ctx context.Context, tmpl *workv1alpha1.Resou
 	updated.Spec.ApplyStrategy, updated.Spec.RolloutStrategy = want.ApplyStrategy, want.RolloutStrategy
 	updated.Spec.PropagateDeps = want.PropagateDeps
 	updated.Spec.SchedulePriority = want.SchedulePriority
+	updated.Spec.WorkloadAffinityGroups = want.WorkloadAffinityGroups
 	for _, k := range []string{workobjects.LabelPropagationPolicyNamespace, workobjects.LabelPropagationPolicyName, workobjects.LabelClusterPropagationPolicyName,
 		workobjects.LabelPropagationPolicyPermanentID, workobjects.LabelClusterPropagationPolicyPermanentID} {
 		delete(updated.Labels, k)

@@ -100,7 +100,10 @@ type Controller struct {
 	// assumed is the overcommit protection's ledger (assumed.go).
 	assumed *core.Assumptions
 	synced  []cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
+	// groups are the workload affinity groups' index, locks and
+	// assumed placements (workloadaffinity.go).
+	groups *workloadGroups
+	queue  workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the scheduler to factory's informers.
@@ -123,6 +126,8 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	}
 	c.summaryProblem = c.summaries.Check
 	c.assumed = newAssumptions(opts)
+	c.groups = newWorkloadGroups(bindingInformers[0]) // the namespaced bindings' informer
+	c.watchWorkloadGroups(bindingInformers[0])
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range bindingInformers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
@@ -326,9 +331,12 @@ func tooFewClusters(spec *workv1alpha1.ResourceBindingSpec) bool {
 
 func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.ResourceBinding, clusters []*clusterv1alpha1.Cluster, scheduleType string) (err error) {
 	logger := klog.FromContext(ctx).WithValues("binding", workobjects.Key(binding), "scheduleType", scheduleType)
+	// A group's bindings are decided and written one at a time (see
+	// workloadGroups); a binding in no group takes no lock.
+	defer c.groups.lock(binding)()
 	now := c.opts.Clock.Now()
 	start := time.Now()
-	in := core.Input{Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
+	in := core.Input{WorkloadAffinity: c.workloadAffinity(binding), Key: workobjects.Key(binding), Spec: &binding.Spec, Clusters: clusters,
 		Now: now, EvictionHistoryTTL: c.opts.EvictionHistoryTTL,
 		ObservedAffinityName: binding.Status.SchedulerObservedAffinityName,
 		// Only a person's explicit request starts over (first term, fresh
@@ -386,6 +394,7 @@ func (c *Controller) schedule(ctx context.Context, binding *workv1alpha1.Resourc
 		}
 		c.assumed.Confirm(workobjects.Key(binding), stored.Generation)
 		c.opts.Statuses.Observe(stored)
+		c.groups.assume(stored)
 		msg := "Scheduled to " + describe(result.Clusters)
 		removed, shrunk := splitPlaced(newTasks(binding.Spec.GracefulEvictionTasks, newSpec.GracefulEvictionTasks), result.Clusters)
 		if len(removed) > 0 {

@@ -287,6 +287,11 @@ type Placement struct {
 	// clusters. Nil means every cluster gets the full object unchanged.
 	// +optional
 	ReplicaScheduling *ReplicaSchedulingStrategy `json:"replicaScheduling,omitempty"`
+
+	// WorkloadAffinity keeps the workload with, or apart from, other
+	// workloads by a label of their templates (see WorkloadAffinity).
+	// +optional
+	WorkloadAffinity *WorkloadAffinity `json:"workloadAffinity,omitempty"`
 }
 
 // ClusterAffinity selects clusters. All set criteria must hold.

@@ -354,6 +354,12 @@ type ResourceBindingSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	RescheduleReason string `json:"rescheduleReason,omitempty"`
+
+	// WorkloadAffinityGroups are the workload's affinity and anti-affinity
+	// groups, made by the hub from placement.workloadAffinity and the
+	// template's labels; the scheduler reads them.
+	// +optional
+	WorkloadAffinityGroups *WorkloadAffinityGroups `json:"workloadAffinityGroups,omitempty"`
 }
 
 // BindingSnapshot is a binding that depends on another one, and where it

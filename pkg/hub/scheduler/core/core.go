@@ -87,6 +87,9 @@ type Input struct {
 	// subtracted from the cluster's reported room. The controller passes
 	// (*Assumptions).Snapshot(); nil subtracts nothing.
 	Assumed Assumed
+	// WorkloadAffinity is placement.workloadAffinity's verdict from the
+	// binding's group peers (NewWorkloadAffinity); nil filters nothing.
+	WorkloadAffinity *WorkloadAffinity
 }
 
 // Result is a scheduling decision.
@@ -149,6 +152,10 @@ func (r rejection) sentence() string {
 		return reasonEvictedRecent
 	case workv1alpha1.DecisionAPINotServed:
 		return reasonAPIMissing
+	case workv1alpha1.DecisionWorkloadAffinity:
+		return reasonWorkloadAffinity
+	case workv1alpha1.DecisionWorkloadAntiAffinity:
+		return reasonWorkloadAntiAffinity
 	}
 	return r.code
 }
@@ -236,7 +243,7 @@ func Schedule(in Input) (Result, error) {
 			break
 		}
 	}
-	err := withBlocks(in, firstErr)
+	err := withWorkloadAffinity(in, withBlocks(in, firstErr))
 	var fit *FitError
 	if in.RecordDecision && errors.As(err, &fit) {
 		// The reported term is the first tried: no earlier term to note.
@@ -371,6 +378,9 @@ func filter(in Input, placement *policyv1alpha1.Placement, group int, c *cluster
 	}
 	if blockedFilter(in, c.Name, current) {
 		return rejection{code: workv1alpha1.DecisionBlocked}
+	}
+	if code := workloadAffinityFilter(in, c.Name, current); code != "" {
+		return rejection{code: code}
 	}
 	// A failure eviction (taint, application) keeps the cluster out while
 	// its task lasts; a scheduler's own removal does not, or a placement

@@ -45,6 +45,8 @@ var filterOrder = []string{
 	workv1alpha1.DecisionClusterAffinityMismatch,
 	workv1alpha1.DecisionTaintUntolerated,
 	workv1alpha1.DecisionBlocked,
+	workv1alpha1.DecisionWorkloadAffinity,
+	workv1alpha1.DecisionWorkloadAntiAffinity,
 	workv1alpha1.DecisionEvicting,
 	workv1alpha1.DecisionRecentlyEvicted,
 	workv1alpha1.DecisionAPINotServed,
@@ -294,6 +296,8 @@ func rejectionMessage(in Input, term string, c *clusterv1alpha1.Cluster, r rejec
 			last.UTC().Format(time.RFC3339), last.Add(in.EvictionHistoryTTL).UTC().Format(time.RFC3339))
 	case workv1alpha1.DecisionAPINotServed:
 		return fmt.Sprintf("the cluster does not serve %s %s", in.Spec.Resource.APIVersion, in.Spec.Resource.Kind)
+	case workv1alpha1.DecisionWorkloadAffinity, workv1alpha1.DecisionWorkloadAntiAffinity:
+		return in.WorkloadAffinity.message(r.code, c.Name)
 	}
 	return r.sentence()
 }
