@@ -3,16 +3,17 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -38,7 +39,7 @@ func TestOvercommitProtectionBurst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	run := func(t *testing.T, prefix string, ttl time.Duration) (placed map[string]int32, scheduled, unschedulable int, reg *prometheus.Registry) {
+	run := func(t *testing.T, prefix string, ttl time.Duration, then func(reg *prometheus.Registry, placed map[string]int32)) (placed map[string]int32, scheduled, unschedulable int) {
 		room := map[string]int64{prefix + "-a": 6, prefix + "-b": 4}
 		for name, cpu := range room {
 			c, err := fc.ClusterV1alpha1().Clusters().Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
@@ -69,7 +70,7 @@ func TestOvercommitProtectionBurst(t *testing.T) {
 			}
 		}
 		factory := flotillainformers.NewSharedInformerFactory(fc, 0)
-		reg = prometheus.NewRegistry()
+		reg := prometheus.NewRegistry()
 		ctl := scheduler.NewController(fc, factory, scheduler.Options{Metrics: hubmetrics.New(reg), EvictionHistoryTTL: time.Minute, AssumptionTTL: ttl})
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -105,32 +106,85 @@ func TestOvercommitProtectionBurst(t *testing.T) {
 		for name, cpu := range room {
 			t.Logf("%s: %d replicas of 1 CPU, room %d", name, placed[name], cpu)
 		}
-		return placed, scheduled, unschedulable, reg
+		if then != nil {
+			then(reg, placed)
+		}
+		return placed, scheduled, unschedulable
 	}
 
 	t.Run("protected", func(t *testing.T) {
-		placed, scheduled, unschedulable, reg := run(t, "oc", 0)
+		placed, scheduled, unschedulable := run(t, "oc", 0, func(reg *prometheus.Registry, placed map[string]int32) {
+			if got := assumedReplicas(t, reg, "oc-a") + assumedReplicas(t, reg, "oc-b"); got != 10 {
+				t.Fatalf("flotilla_scheduler_assumed_replicas sums to %v, want 10", got)
+			}
+			// oc-a reports: every binding on it is Healthy for its
+			// generation, then its summary shows their replicas allocated.
+			// Its assumptions are released; oc-b's stay.
+			list, err := fc.WorkV1alpha1().ResourceBindings("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range list.Items {
+				if !strings.HasPrefix(b.Name, "oc-") || len(b.Spec.Clusters) == 0 {
+					continue
+				}
+				if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					cur, err := fc.WorkV1alpha1().ResourceBindings("default").Get(ctx, b.Name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					cur.Status.AggregatedStatus = nil
+					for _, c := range cur.Spec.Clusters {
+						cur.Status.AggregatedStatus = append(cur.Status.AggregatedStatus, workv1alpha1.AggregatedStatusItem{ClusterName: c.Name,
+							Applied: true, Health: workv1alpha1.ResourceHealthy, ObservedGeneration: cur.Generation})
+					}
+					_, err = fc.WorkV1alpha1().ResourceBindings("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				// The Healthy statuses reach the scheduler's informer
+				// before or after this summary; a later one releases.
+				c, err := fc.ClusterV1alpha1().Clusters().Get(ctx, "oc-a", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				n := int64(placed["oc-a"])
+				if a := c.Status.ResourceSummary.Allocated.Cpu(); a.Value() == n {
+					n-- // a summary that differs again
+				}
+				c.Status.ResourceSummary.Allocated = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(n, resource.DecimalSI)}
+				if _, err := fc.ClusterV1alpha1().Clusters().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+					return false, nil
+				}
+				return assumedReplicas(t, reg, "oc-a") == 0, nil
+			}); err != nil {
+				t.Fatalf("oc-a's assumptions not released once it reported: %v replicas assumed", assumedReplicas(t, reg, "oc-a"))
+			}
+			if got := assumedReplicas(t, reg, "oc-b"); got != 4 {
+				t.Fatalf("oc-b, which did not report, has %v assumed, want 4", got)
+			}
+		})
 		if placed["oc-a"] > 6 || placed["oc-b"] > 4 {
 			t.Fatalf("overcommitted: %v", placed)
 		}
 		if scheduled != 5 || unschedulable != 2 || placed["oc-a"]+placed["oc-b"] != 10 {
 			t.Fatalf("%d scheduled, %d unschedulable, placed %v: want the 5 that fit placed", scheduled, unschedulable, placed)
 		}
-		got := testutil.ToFloat64(mustGauge(t, reg, "oc-a")) + testutil.ToFloat64(mustGauge(t, reg, "oc-b"))
-		if got != 10 {
-			t.Fatalf("flotilla_scheduler_assumed_replicas sums to %v, want 10", got)
-		}
 	})
 	t.Run("off", func(t *testing.T) {
-		placed, _, _, _ := run(t, "nop", -1)
+		placed, _, _ := run(t, "nop", -1, nil)
 		if placed["nop-a"] <= 6 && placed["nop-b"] <= 4 {
 			t.Fatalf("without protection the burst did not overcommit (%v): the test shows nothing", placed)
 		}
 	})
 }
 
-// mustGauge is flotilla_scheduler_assumed_replicas of cluster.
-func mustGauge(t *testing.T, reg *prometheus.Registry, cluster string) prometheus.Collector {
+// assumedReplicas is flotilla_scheduler_assumed_replicas of cluster (0
+// when it has no series).
+func assumedReplicas(t *testing.T, reg *prometheus.Registry, cluster string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -143,13 +197,10 @@ func mustGauge(t *testing.T, reg *prometheus.Registry, cluster string) prometheu
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "cluster" && l.GetValue() == cluster {
-					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "copy"})
-					g.Set(m.GetGauge().GetValue())
-					return g
+					return m.GetGauge().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatalf("no flotilla_scheduler_assumed_replicas for %s", cluster)
-	return nil
+	return 0
 }

@@ -275,7 +275,7 @@ func packs(free []int64, burst []burstBinding) bool {
 		return true
 	}
 	b := burst[0]
-	var missing int32 = b.replicas
+	missing := b.replicas
 	for _, n := range b.running {
 		missing -= n
 	}
@@ -340,8 +340,7 @@ func TestOvercommitBurstProperty(t *testing.T) {
 				b.strategy = aggregatedStrategy
 			}
 			missing := int32(1 + r.Intn(4))
-			for x := range missing {
-				_ = x
+			for range missing {
 				free[r.Intn(survivors)] += b.cpu
 			}
 			b.replicas = missing
