@@ -83,7 +83,28 @@ const (
 // quantities.MaxMilli]. It is never changed once made.
 type AssumedUsage struct {
 	Replicas int64
-	Milli    map[corev1.ResourceName]int64
+	// Milli is each requested resource's sum (a few: a slice, not a map,
+	// so that a ledger change allocates little).
+	Milli []ResourceMilli
+}
+
+// ResourceMilli is an amount of one resource in milli-units.
+type ResourceMilli struct {
+	Name  corev1.ResourceName
+	Milli int64
+}
+
+// MilliOf is u's sum for resource name (0 when none).
+func (u *AssumedUsage) MilliOf(name corev1.ResourceName) int64 {
+	if u == nil {
+		return 0
+	}
+	for _, m := range u.Milli {
+		if m.Name == name {
+			return m.Milli
+		}
+	}
+	return 0
 }
 
 // Assumed is each cluster's AssumedUsage (clusters without any are
@@ -124,7 +145,7 @@ const unconfirmed = math.MaxInt64
 type assumption struct {
 	cluster      string
 	base, placed int32
-	perReplica   map[corev1.ResourceName]int64 // milli-units, each within [0, MaxMilli]
+	perReplica   []ResourceMilli // milli-units, each within [0, MaxMilli]
 	generation   int64                         // the binding generation that carries the placement
 	at           time.Time                     // made or last replaced (hub clock)
 	up           bool                          // the copy was seen Healthy for generation
@@ -198,11 +219,11 @@ func Running(spec *workv1alpha1.ResourceBindingSpec, cluster string) int32 {
 // perReplica is the milli-units one replica of spec requests, each within
 // [0, MaxMilli]: a value out of range counts as MaxMilli (it takes all
 // room). Pods are counted by replicas, not here.
-func perReplica(spec *workv1alpha1.ResourceBindingSpec) map[corev1.ResourceName]int64 {
+func perReplica(spec *workv1alpha1.ResourceBindingSpec) []ResourceMilli {
 	if spec.ReplicaRequirements == nil || len(spec.ReplicaRequirements.ResourceRequest) == 0 {
 		return nil
 	}
-	out := make(map[corev1.ResourceName]int64, len(spec.ReplicaRequirements.ResourceRequest))
+	out := make([]ResourceMilli, 0, len(spec.ReplicaRequirements.ResourceRequest))
 	for name, q := range spec.ReplicaRequirements.ResourceRequest {
 		if name == corev1.ResourcePods {
 			continue
@@ -212,7 +233,7 @@ func perReplica(spec *workv1alpha1.ResourceBindingSpec) map[corev1.ResourceName]
 			m = quantities.MaxMilli
 		}
 		if m > 0 {
-			out[name] = m
+			out = append(out, ResourceMilli{Name: name, Milli: m})
 		}
 	}
 	return out
@@ -346,6 +367,10 @@ func (a *Assumptions) recompute(touched map[string]bool) {
 	if snap == nil {
 		snap = Assumed{}
 	}
+	// One allocation for every touched cluster's usage and one for their
+	// resources: a wide placement touches many clusters.
+	usages := make([]AssumedUsage, 0, len(touched))
+	var resources []ResourceMilli
 	for c := range touched {
 		cl := a.clusters[c]
 		if cl == nil || len(cl.entries) == 0 {
@@ -358,17 +383,26 @@ func (a *Assumptions) recompute(touched map[string]bool) {
 			}
 			continue
 		}
-		u := &AssumedUsage{}
+		usages = append(usages, AssumedUsage{})
+		u := &usages[len(usages)-1]
+		start := len(resources)
 		for _, e := range cl.entries {
 			n := e.replicas()
 			u.Replicas = addMilli(u.Replicas, n)
-			for name, per := range e.perReplica {
-				if u.Milli == nil {
-					u.Milli = map[corev1.ResourceName]int64{}
+		next:
+			for _, per := range e.perReplica {
+				add := mulMilli(n, per.Milli)
+				for i := start; i < len(resources); i++ {
+					if resources[i].Name == per.Name {
+						resources[i].Milli = addMilli(resources[i].Milli, add)
+						continue next
+					}
 				}
-				u.Milli[name] = addMilli(u.Milli[name], mulMilli(n, per))
+				resources = append(resources, ResourceMilli{Name: per.Name, Milli: add})
 			}
 		}
+		// Cap-limited: a later append never writes into it.
+		u.Milli = resources[start:len(resources):len(resources)]
 		cl.usage = u
 		snap[c] = u
 		if a.hooks.Changed != nil {

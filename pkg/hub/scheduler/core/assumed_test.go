@@ -99,7 +99,7 @@ func TestAssumedRoomIsSubtracted(t *testing.T) {
 	if _, err := Schedule(Input{Key: "ns/two", Spec: cpuSpec(1, 1, dynamic(), nil), Clusters: fleet, Now: now}); err != nil {
 		t.Fatalf("without assumptions: %v", err)
 	}
-	if got := l.Snapshot()["a"]; got == nil || got.Replicas != 4 || got.Milli[corev1.ResourceCPU] != 4000 {
+	if got := l.Snapshot()["a"]; got == nil || got.Replicas != 4 || got.MilliOf(corev1.ResourceCPU) != 4000 {
 		t.Fatalf("assumed on a: %+v", got)
 	}
 }
@@ -445,7 +445,7 @@ func TestOvercommitBurstProperty(t *testing.T) {
 		for i, name := range names {
 			var cpu int64
 			if u := snap[name]; u != nil {
-				cpu = u.Milli[corev1.ResourceCPU] / 1000
+				cpu = u.MilliOf(corev1.ResourceCPU) / 1000
 			}
 			if cpu != usage[i] {
 				t.Fatalf("%s: ledger holds %d cores on %s, the burst placed %d", describe(), cpu, name, usage[i])
@@ -527,7 +527,7 @@ func FuzzAssumedRoom(f *testing.F) {
 		u := l.Snapshot()["a"]
 		var gotReplicas, gotMilli int64
 		if u != nil {
-			gotReplicas, gotMilli = u.Replicas, u.Milli[corev1.ResourceCPU]
+			gotReplicas, gotMilli = u.Replicas, u.MilliOf(corev1.ResourceCPU)
 		}
 		if gotReplicas != clamp(wantReplicas) || gotMilli != clamp(wantMilli) {
 			t.Fatalf("assumed %d replicas %d milli, want %d %d", gotReplicas, gotMilli, clamp(wantReplicas), clamp(wantMilli))

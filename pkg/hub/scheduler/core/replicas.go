@@ -355,8 +355,8 @@ func summaryRoom(c *clusterv1alpha1.Cluster, req *workv1alpha1.ReplicaRequiremen
 		if q, ok := s.Allocating[name]; ok {
 			v -= q.MilliValue()
 		}
-		if assumed != nil && assumed.Milli != nil {
-			v = lessAssumed(v, assumed.Milli[name])
+		if assumed != nil && len(assumed.Milli) > 0 {
+			v = lessAssumed(v, assumed.MilliOf(name))
 		}
 		return max(v, 0), true
 	}
