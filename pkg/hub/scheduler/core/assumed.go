@@ -146,10 +146,10 @@ type assumption struct {
 	cluster      string
 	base, placed int32
 	perReplica   []ResourceMilli // milli-units, each within [0, MaxMilli]
-	generation   int64                         // the binding generation that carries the placement
-	at           time.Time                     // made or last replaced (hub clock)
-	up           bool                          // the copy was seen Healthy for generation
-	upSeq        uint64                        // the cluster's summary sequence when it was
+	generation   int64           // the binding generation that carries the placement
+	at           time.Time       // made or last replaced (hub clock)
+	up           bool            // the copy was seen Healthy for generation
+	upSeq        uint64          // the cluster's summary sequence when it was
 }
 
 func (a *assumption) replicas() int64 { return max(int64(a.placed)-int64(a.base), 0) }
