@@ -118,7 +118,7 @@ var _ = Describe("Overcommit protection", func() {
 				Expect(n).To(BeNumerically("<=", room[name]), "%s given %d replicas of %d CPUs with room for %d: %v", name, n, cpu, room[name], placed)
 			}
 			g.Expect(scheduled).To(Equal(fit), "scheduled (placed %v)", placed)
-			g.Expect(unschedulable).To(Equal(burst-fit))
+			g.Expect(unschedulable).To(Equal(burst - fit))
 		}).Should(Succeed())
 		GinkgoWriter.Printf("placed: %v\n", placed)
 
