@@ -251,6 +251,9 @@ func (a *Assumptions) Assume(key string, before *workv1alpha1.ResourceBindingSpe
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.bindings[key]
+	if len(old) == 0 && (before.Replicas <= 0 || len(result) == 0) {
+		return func() {} // nothing requested, nothing assumed before (a Duplicated ConfigMap)
+	}
 	saved := make(map[string]assumption, len(old))
 	for c, e := range old {
 		saved[c] = *e
