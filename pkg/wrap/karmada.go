@@ -130,6 +130,9 @@ func convertKarmada(s sourced, opts Options, res *Result) (*unstructured.Unstruc
 		problems = append(problems, checkStatePreservation(obj.Object)...)
 		problems = append(problems, checkSchedulePriority(obj.Object)...)
 	}
+	if target.gvk.Kind == "OverridePolicy" || target.gvk.Kind == "ClusterOverridePolicy" {
+		problems = append(problems, checkFieldOverriders(obj.Object, desc, s.src, res)...)
+	}
 	if target.gvk.Kind == "WorkloadRebalancer" {
 		rebalancerNotes(obj.Object, desc, s.src, opts, res)
 	}

@@ -203,12 +203,11 @@ func overflowNote(spec map[string]any, desc, src string, res *Result) {
 // with list indices removed, so the report tells a user what to do instead
 // of only that it was dropped.
 var unsupportedReasons = map[string]string{
-	"spec.schedulerName":                                        "Flotilla has one scheduler, in the hub",
-	"spec.activationPreference":                                 "policy changes apply at once; there is no Lazy activation",
-	"spec.overrideRules.overriders.fieldOverrider":              "no overrider into YAML or JSON held in a string field; replace the whole field with a plaintext overrider",
-	"spec.secretRef":                                            "members register with an agent; the hub holds no member credentials",
-	"spec.impersonatorSecretRef":                                "members register with an agent; the hub holds no member credentials",
-	"spec.resourceModels":                                       "the scheduler does not estimate from resource models",
+	"spec.schedulerName":         "Flotilla has one scheduler, in the hub",
+	"spec.activationPreference":  "policy changes apply at once; there is no Lazy activation",
+	"spec.secretRef":             "members register with an agent; the hub holds no member credentials",
+	"spec.impersonatorSecretRef": "members register with an agent; the hub holds no member credentials",
+	"spec.resourceModels":        "the scheduler does not estimate from resource models",
 	"spec.failover.application.decisionConditions.healthyState": "Flotilla fails over Unhealthy applications only ([Unhealthy] converts)",
 }
 

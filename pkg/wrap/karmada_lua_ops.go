@@ -88,7 +88,8 @@ func convertReflectStatusLua(script string) (string, []string, error) {
 }
 
 // convertReplicaResourceLua: GetReplicas(obj) returning the count and,
-// optionally, kube.accuratePodRequirements(pod template).
+// optionally, kube.accuratePodRequirements(pod template), or no
+// requirements: nothing, nil or an empty table.
 func convertReplicaResourceLua(script string) (replicas, podTemplate string, notes []string, err error) {
 	vals, notes, err := evalFunction(script, "GetReplicas")
 	if err != nil {
@@ -111,6 +112,9 @@ func convertReplicaResourceLua(script string) (replicas, podTemplate string, not
 	if len(vals) == 2 {
 		switch r := vals[1]; {
 		case r.kind == vNil:
+		case r.kind == vTable && len(r.table.keys) == 0:
+			// Karmada's empty ReplicaRequirements: a replica needs no
+			// room, as an empty podTemplate says.
 		case r.kind == vPodTemplate && r.tmpl == nil:
 			podTemplate = celPath(r.path)
 		case r.kind == vPodTemplate:
@@ -119,7 +123,8 @@ func convertReplicaResourceLua(script string) (replicas, podTemplate string, not
 				return "", "", nil, err
 			}
 		default:
-			return "", "", nil, notConvertible("builds requirements other than kube.accuratePodRequirements(a pod template)")
+			return "", "", nil, notConvertible("builds requirements other than kube.accuratePodRequirements(a pod template), {} or nil " +
+				"(Flotilla reads a replica's requirements from a pod template)")
 		}
 	}
 	return replicas, podTemplate, notes, nil

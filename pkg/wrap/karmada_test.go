@@ -217,7 +217,7 @@ func TestKarmadaSeeds(t *testing.T) {
 		{file: "unsupported.yaml",
 			kinds: []string{"PropagationPolicy default/nginx", "OverridePolicy default/nginx"},
 			unsupported: []string{"spec.activationPreference", "spec.failover.application.statePreservation.rules[1]",
-				"spec.healthInterpretation", "spec.overrideRules[0].overriders.fieldOverrider",
+				"spec.healthInterpretation",
 				"spec.placement.replicaScheduling.foo", "spec.placement.spreadConstraints[0].foo",
 				"spec.schedulerName"},
 			check: func(t *testing.T, objs []runtime.Object) {
