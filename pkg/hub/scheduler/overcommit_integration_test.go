@@ -174,6 +174,41 @@ func TestOvercommitProtectionBurst(t *testing.T) {
 			t.Fatalf("%d scheduled, %d unschedulable, placed %v: want the 5 that fit placed", scheduled, unschedulable, placed)
 		}
 	})
+	// A hub that restarts in the middle of a burst does not know what the
+	// previous one placed: it assumes every placement whose copy status
+	// does not show it up, so the bindings left unschedulable, retried by
+	// the new hub against the same stale summaries, stay unschedulable.
+	t.Run("restart", func(t *testing.T) {
+		before, _, _ := run(t, "rs", 0, nil) // the first hub stops on return
+		factory := flotillainformers.NewSharedInformerFactory(fc, 0)
+		reg := prometheus.NewRegistry()
+		ctl := scheduler.NewController(fc, factory, scheduler.Options{Metrics: hubmetrics.New(reg), EvictionHistoryTTL: time.Minute})
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		factory.Start(runCtx.Done())
+		factory.WaitForCacheSync(runCtx.Done())
+		go ctl.Run(runCtx, 4)
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return counterSum(t, reg, "flotilla_scheduler_schedule_attempts_total", "schedule_type", scheduler.TypeUnschedulable) >= 2, nil
+		}); err != nil {
+			t.Fatalf("the new hub did not retry the 2 unschedulable bindings: %v", err)
+		}
+		list, err := fc.WorkV1alpha1().ResourceBindings("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := map[string]int32{}
+		for _, b := range list.Items {
+			if strings.HasPrefix(b.Name, "rs-") {
+				for _, c := range b.Spec.Clusters {
+					after[c.Name] += c.Replicas
+				}
+			}
+		}
+		if after["rs-a"] != before["rs-a"] || after["rs-b"] != before["rs-b"] {
+			t.Fatalf("after the restart %v, before %v (room 6 and 4)", after, before)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		placed, _, _ := run(t, "nop", -1, nil)
 		if placed["nop-a"] <= 6 && placed["nop-b"] <= 4 {
@@ -203,4 +238,27 @@ func assumedReplicas(t *testing.T, reg *prometheus.Registry, cluster string) flo
 		}
 	}
 	return 0
+}
+
+// counterSum is the sum of metric's series whose label is value.
+func counterSum(t *testing.T, reg *prometheus.Registry, metric, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
