@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -103,15 +104,35 @@ func (c *Controller) seedAssumptions() {
 }
 
 // expireAssumptions releases expired assumptions until ctx is done; room
-// freed so requeues every binding (an unschedulable one waits for a
-// change, and this is one).
+// freed so requeues the bindings that wait for room (an unschedulable one
+// waits for a change, and this is one). Not every binding: expiries can
+// come every second, and a Duplicated binding is decided again on each
+// requeue.
 func (c *Controller) expireAssumptions(ctx context.Context) {
 	wait.Until(func() {
 		if n := c.assumed.Expire(c.opts.Clock.Now()); n > 0 {
 			klog.FromContext(ctx).V(2).Info("Released expired scheduling assumptions", "count", n)
-			c.enqueueAll()
+			c.enqueueUnscheduled()
 		}
 	}, assumptionGCPeriod, ctx.Done())
+}
+
+// enqueueUnscheduled queues the bindings whose Scheduled condition is not
+// True.
+func (c *Controller) enqueueUnscheduled() {
+	waiting := func(key string, status *workv1alpha1.ResourceBindingStatus) {
+		if !meta.IsStatusConditionTrue(status.Conditions, workv1alpha1.BindingConditionScheduled) {
+			c.queue.Add(key)
+		}
+	}
+	list, _ := c.bindings.Namespaced.List(labels.Everything())
+	for _, rb := range list {
+		waiting(workobjects.Key(rb), &rb.Status)
+	}
+	clusterList, _ := c.bindings.ClusterScoped.List(labels.Everything())
+	for _, crb := range clusterList {
+		waiting(workobjects.Key(crb), &crb.Status)
+	}
 }
 
 // decide makes the decision of in with the room the ledger leaves, and

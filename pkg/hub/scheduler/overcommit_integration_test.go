@@ -209,6 +209,31 @@ func TestOvercommitProtectionBurst(t *testing.T) {
 			t.Fatalf("after the restart %v, before %v (room 6 and 4)", after, before)
 		}
 	})
+	// An assumption the cluster never reports expires after the TTL (1 s
+	// here), and the bindings that waited for room are retried: on these
+	// summaries, which never change, they are then placed.
+	t.Run("expired", func(t *testing.T) {
+		run(t, "ex", time.Second, func(reg *prometheus.Registry, _ map[string]int32) {
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				list, err := fc.WorkV1alpha1().ResourceBindings("default").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				scheduled := 0
+				for _, b := range list.Items {
+					if strings.HasPrefix(b.Name, "ex-") && meta.IsStatusConditionTrue(b.Status.Conditions, workv1alpha1.BindingConditionScheduled) {
+						scheduled++
+					}
+				}
+				return scheduled == 7, nil
+			}); err != nil {
+				t.Fatalf("the bindings waiting for room were not retried after the assumptions expired: %v", err)
+			}
+			if n := counterSum(t, reg, "flotilla_scheduler_assumption_releases_total", "reason", "Expired"); n < 5 {
+				t.Fatalf("%v assumptions expired, want at least the first 5 bindings'", n)
+			}
+		})
+	})
 	t.Run("off", func(t *testing.T) {
 		placed, _, _ := run(t, "nop", -1, nil)
 		if placed["nop-a"] <= 6 && placed["nop-b"] <= 4 {
