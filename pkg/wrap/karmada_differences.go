@@ -37,6 +37,7 @@ func noteKarmadaDifferences(obj map[string]any, kind, desc, src string, res *Res
 			failoverDifferences(spec, note)
 			dependencyDifferences(spec, note)
 			schedulePriorityDifferences(spec, note)
+			workloadAffinityDifferences(spec, note)
 		}
 	case "Cluster":
 		clusterDifferences(obj, note)

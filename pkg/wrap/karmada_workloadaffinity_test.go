@@ -18,6 +18,7 @@ package wrap
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
@@ -59,6 +60,24 @@ func TestKarmadaWorkloadAffinity(t *testing.T) {
 	}
 	if got := objs[5].(*policyv1alpha1.ClusterPropagationPolicy).Spec.Placement.WorkloadAffinity; !reflect.DeepEqual(got, &policyv1alpha1.WorkloadAffinity{AntiAffinity: anti("karmada.io/group")}) {
 		t.Errorf("flink-anti-affinity-example: workloadAffinity %+v", got)
+	}
+	// Each policy is noted once: the gate, and for antiAffinity the
+	// evicted copies.
+	for _, want := range []struct {
+		object string
+		anti   bool
+	}{{"PropagationPolicy default/training-job-affinity", false}, {"PropagationPolicy default/flink-anti-affinity", true},
+		{"PropagationPolicy default/combined-affinity", true}, {"ClusterPropagationPolicy flink-anti-affinity-example", true}} {
+		var found []string
+		for _, n := range res.Notes {
+			if strings.HasPrefix(n, want.object+": spec.placement.workloadAffinity: ") {
+				found = append(found, n)
+			}
+		}
+		if len(found) != 1 || !strings.Contains(found[0], "feature gate WorkloadAffinity") ||
+			strings.Contains(found[0], "gracefully evicted") != want.anti {
+			t.Errorf("%s: workloadAffinity notes %q", want.object, found)
+		}
 	}
 	for _, i := range []int{1, 2} {
 		obj, err := workobjects.Object(objs[i].(*workv1alpha1.ResourceTemplate))
