@@ -55,7 +55,7 @@ type ClusterDecision struct {
 
 	// Reason is a CamelCase code: for a filtered cluster the filter
 	// (ClusterDeleting, ClusterAffinityMismatch, TaintUntolerated, Blocked,
-	// Evicting, RecentlyEvicted, APINotServed), otherwise Selected,
+	// WorkloadAffinity, WorkloadAntiAffinity, Evicting, RecentlyEvicted, APINotServed), otherwise Selected,
 	// NotSelectedBySpread or NoReplicasAssigned.
 	Reason string `json:"reason"`
 
