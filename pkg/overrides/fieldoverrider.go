@@ -269,13 +269,31 @@ func PatchYAMLDocument(s string, patch jsonpatch.Patch) (out string, err error) 
 		return "", fmt.Errorf("the patched document: %w", err)
 	}
 	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(node); err != nil {
-		return "", fmt.Errorf("writing the patched document as YAML: %w", err)
+	// go-yaml's emitter keeps every event of a stream (a few hundred
+	// bytes each) until it is closed, so the top-level entries are written
+	// in groups, each as a document of its own: mappings (or lists) written
+	// one after the other are the whole mapping (or list).
+	const group = 64
+	parts := []*yaml.Node{node}
+	if n := len(node.Content); node.Kind == yaml.MappingNode && n > 2*group || node.Kind == yaml.SequenceNode && n > group {
+		step := group
+		if node.Kind == yaml.MappingNode {
+			step = 2 * group
+		}
+		parts = parts[:0]
+		for i := 0; i < n; i += step {
+			parts = append(parts, &yaml.Node{Kind: node.Kind, Tag: node.Tag, Content: node.Content[i:min(i+step, n)]})
+		}
 	}
-	if err := enc.Close(); err != nil {
-		return "", fmt.Errorf("writing the patched document as YAML: %w", err)
+	for _, part := range parts {
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err := enc.Encode(part); err != nil {
+			return "", fmt.Errorf("writing the patched document as YAML: %w", err)
+		}
+		if err := enc.Close(); err != nil {
+			return "", fmt.Errorf("writing the patched document as YAML: %w", err)
+		}
 	}
 	return buf.String(), nil
 }
@@ -562,7 +580,8 @@ func truncate(s string) string {
 func jsonToYAMLNode(data []byte) (*yaml.Node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := readJSONNode(dec, 1)
+	r := &jsonReader{dec: dec, plain: map[string]bool{}}
+	n, err := r.node(1)
 	if err != nil {
 		return nil, err
 	}
@@ -572,7 +591,15 @@ func jsonToYAMLNode(data []byte) (*yaml.Node, error) {
 	return n, nil
 }
 
-func readJSONNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
+// jsonReader reads JSON tokens into YAML nodes; plain memoizes
+// readsAsString11 (keys repeat).
+type jsonReader struct {
+	dec   *json.Decoder
+	plain map[string]bool
+}
+
+func (r *jsonReader) node(depth int) (*yaml.Node, error) {
+	dec := r.dec
 	if depth > MaxFieldDepth {
 		return nil, fmt.Errorf("nested more than %d levels", MaxFieldDepth)
 	}
@@ -594,18 +621,18 @@ func readJSONNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
 				if !ok {
 					return nil, errors.New("an object key that is not a string")
 				}
-				v, err := readJSONNode(dec, depth+1)
+				v, err := r.node(depth + 1)
 				if err != nil {
 					return nil, err
 				}
-				n.Content = append(n.Content, stringNode(key), v)
+				n.Content = append(n.Content, r.stringNode(key), v)
 			}
 			_, err := dec.Token() // '}'
 			return n, err
 		case '[':
 			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 			for dec.More() {
-				v, err := readJSONNode(dec, depth+1)
+				v, err := r.node(depth + 1)
 				if err != nil {
 					return nil, err
 				}
@@ -616,7 +643,7 @@ func readJSONNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
 		}
 		return nil, fmt.Errorf("unexpected %v", t)
 	case string:
-		return stringNode(t), nil
+		return r.stringNode(t), nil
 	case json.Number:
 		tag := "!!int"
 		if strings.ContainsAny(t.String(), ".eE") {
@@ -636,9 +663,14 @@ func readJSONNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
 // (go-yaml v2 and sigs.k8s.io/yaml, which Karmada and most Kubernetes
 // tools use; PyYAML) would: yes, off, 1_000, 1:20 are strings in 1.2 but
 // not in 1.1.
-func stringNode(s string) *yaml.Node {
+func (r *jsonReader) stringNode(s string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-	if !readsAsString11(s) {
+	plain, ok := r.plain[s]
+	if !ok {
+		plain = readsAsString11(s)
+		r.plain[s] = plain
+	}
+	if !plain {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	return n
@@ -650,6 +682,9 @@ func stringNode(s string) *yaml.Node {
 func readsAsString11(s string) bool {
 	if s == "" || len(s) > 64 || !strings.ContainsRune("0123456789+-.~nNyYoOtTfF=<", rune(s[0])) {
 		return true
+	}
+	if c := s[0]; (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') && len(s) > len("false") {
+		return true // no YAML 1.1 boolean or null is longer
 	}
 	var v interface{}
 	if err := sigsyaml.Unmarshal([]byte(s), &v); err != nil {

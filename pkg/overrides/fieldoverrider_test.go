@@ -507,3 +507,50 @@ func FuzzFieldOverrider(f *testing.F) {
 		}
 	})
 }
+
+// Long top-level mappings and lists are written in groups (go-yaml's
+// emitter keeps a stream's events); the groups read back as one document.
+func TestFieldOverriderLongDocuments(t *testing.T) {
+	m := map[string]interface{}{}
+	l := []interface{}{}
+	for i := range 200 {
+		m[fmt.Sprintf("k%03d", i)] = map[string]interface{}{"v": float64(i), "s": "yes"}
+		l = append(l, []interface{}{float64(i), "on"})
+	}
+	for name, doc := range map[string]interface{}{"mapping": m, "list": l} {
+		in, err := sigsyaml.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := configMap(map[string]interface{}{"c.yaml": string(in)})
+		first := "/0"
+		if name == "mapping" {
+			first = "/k000"
+		}
+		if _, err := applyFieldOverriders(obj, policyv1alpha1.FieldOverrider{FieldPath: "/data/c.yaml", YAML: []policyv1alpha1.YAMLPatchOperation{
+			yamlOp(policyv1alpha1.OverriderOpRemove, first, "")}}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "mapping" {
+			delete(m, "k000")
+		} else {
+			l = l[1:]
+		}
+		var got interface{}
+		if err := sigsyaml.Unmarshal([]byte(dataOf(t, obj, "c.yaml")), &got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := interface{}(m)
+		if name == "list" {
+			want = l
+		}
+		wantJSON, _ := json.Marshal(want)
+		gotJSON, _ := json.Marshal(got)
+		if string(wantJSON) != string(gotJSON) {
+			t.Errorf("%s: got %s\nwant %s", name, gotJSON, wantJSON)
+		}
+		if strings.Contains(dataOf(t, obj, "c.yaml"), "---") {
+			t.Errorf("%s: written as several documents", name)
+		}
+	}
+}
