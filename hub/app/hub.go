@@ -483,14 +483,14 @@ func Run(ctx context.Context, opts *Options) error {
 			detector.HostScope(memory.NewMemCacheClient(clients.kube("detector").Discovery()), clock.RealClock{}, time.Minute)).
 			WithStatusHold(opts.TemplateStatusHold).WithBindingStatusDenials(statusDenials).WithPreemptionMetric(hubMetrics.PolicyPreemptions).
 			WithInterpreter(interpreter)
-		// propagateDeps: the same scope check as the detector's, so a
-		// dependency is never an object the detector would refuse.
-		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder, Interpreter: interpreter,
-			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
 		// PriorityClasses (spec.schedulePriority): few and cluster-scoped,
 		// so not label-selected like kubeFactory's objects.
 		priorityFactory := informers.NewSharedInformerFactoryWithOptions(clients.kube("priority-classes"), 0, informers.WithTransform(cachetransform.Compact))
 		detectorCtl.WithPriorityClasses(priorityFactory.Scheduling().V1().PriorityClasses().Informer())
+		// propagateDeps: the same scope check as the detector's, so a
+		// dependency is never an object the detector would refuse.
+		dependenciesCtl := dependencies.NewController(clients.flotilla("dependencies"), factory, dependencies.Options{Recorder: recorder, Interpreter: interpreter,
+			Scope: dependencies.ScopeFunc(detector.HostScope(memory.NewMemCacheClient(clients.kube("dependencies").Discovery()), clock.RealClock{}, time.Minute))})
 		// One writer of the status the scheduler and the binding controller
 		// share: a new binding's first status is one write.
 		bindingStatuses := bindingstatus.NewWriter(clients.flotilla("binding-status"), factory, opts.BindingStatusHold, clock.RealClock{}).
@@ -540,13 +540,13 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
+		priorityFactory.Start(ctx.Done())
+		defer priorityFactory.Shutdown()
 		revisions.Start(ctx)
 		go analyses.Run(ctx)
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		var wg sync.WaitGroup
-		priorityFactory.Start(ctx.Done())
-		defer priorityFactory.Shutdown()
 		type controller struct {
 			run     func(context.Context, int)
 			workers int
