@@ -115,6 +115,8 @@ func FuzzWrap(f *testing.F) {
 		peers, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		files = append(files, peers...)
 	}
+	files = append(files, filepath.Join(karmadaTestdata, "issue39-fieldoverrider.yaml"),
+		"testdata/karmada-interpreters-guide/empty-requirements.yaml")
 	for _, file := range files {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data, true, "", "")
