@@ -316,7 +316,7 @@ func TestFieldOverriderErrors(t *testing.T) {
 		{"empty YAML", policyv1alpha1.FieldOverrider{FieldPath: "/data/empty", YAML: replace("1")}, "no YAML document"},
 		{"comment only", policyv1alpha1.FieldOverrider{FieldPath: "/data/comment.yaml", YAML: replace("1")}, "no YAML document"},
 		{"empty JSON", policyv1alpha1.FieldOverrider{FieldPath: "/data/empty", JSON: jsonReplace}, "empty"},
-		{"too large", policyv1alpha1.FieldOverrider{FieldPath: "/data/big", YAML: replace("1")}, "more than 1048576"},
+		{"too large", policyv1alpha1.FieldOverrider{FieldPath: "/data/big", YAML: replace("1")}, "more than 262144"},
 		{"too deep YAML", policyv1alpha1.FieldOverrider{FieldPath: "/data/deep.yaml", YAML: replace("1")}, "nested more than"},
 		{"too deep JSON", policyv1alpha1.FieldOverrider{FieldPath: "/data/deep.json", JSON: jsonReplace}, "nested more than"},
 		{"billion laughs", policyv1alpha1.FieldOverrider{FieldPath: "/data/laughs.yaml", YAML: replace("1")}, "expands to more than"},
