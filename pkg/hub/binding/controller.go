@@ -245,11 +245,15 @@ func (c *Controller) enqueueWorkBinding(obj any) {
 		return
 	}
 	ns, name := w.Annotations[workobjects.AnnotationBindingNamespace], w.Annotations[workobjects.AnnotationBindingName]
-	if ns == "" {
-		c.queue.Add(name)
-	} else {
-		c.queue.Add(ns + "/" + name)
+	key := name
+	if ns != "" {
+		key = ns + "/" + name
 	}
+	// Counted before it is queued: the binding's held status waits for
+	// this sync rather than say "waiting for the agent" about a report
+	// that is in (bindingstatus.Writer.Changed).
+	c.opts.Statuses.Changed(key)
+	c.queue.Add(key)
 }
 
 func (c *Controller) enqueueOwned(templateKey string) {
@@ -282,7 +286,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	start := time.Now()
+	// Every change of the binding's Works counted so far is in the cache
+	// this sync reads: once it succeeds, a held status no longer waits for
+	// it (bindingstatus.Writer.Summed).
+	summing := c.opts.Statuses.Summing(key)
 	defer func() {
+		if err == nil {
+			c.opts.Statuses.Summed(key, summing)
+		}
 		if m := c.opts.Metrics; m != nil {
 			result := "success"
 			if err != nil {

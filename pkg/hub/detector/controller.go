@@ -667,15 +667,11 @@ func (c *Controller) writeStatus(ctx context.Context, tmpl *workv1alpha1.Resourc
 		return nil
 	}
 	if held {
-		hold := c.statusHold
-		hubStage := meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled) == nil
-		if hubStage {
-			// The binding shows no status yet: its first one comes when it
-			// settles, or once its agents have been waited for
-			// (bindingstatus); the steps until then are the hub's own and
-			// follow by themselves, so wait as long as bindingstatus does.
-			hold *= maxStatusHoldFactor
-		}
+		// A binding that shows no status yet gets its first one when it
+		// settles, or once its agents have been waited for
+		// (bindingstatus); the steps until then are the hub's own and
+		// follow by themselves, so wait for bindingstatus (holdFor).
+		hold, hubStage := holdFor(c.statusHold, binding)
 		if wait := c.holds.wait(key, c.clock.Now(), hold, hubStage); wait > 0 {
 			c.queue.AddAfter(key, wait)
 			return nil

@@ -27,6 +27,29 @@ const DefaultStatusHold = 30 * time.Second
 // maxStatusHoldFactor caps the doubling: at most 8 holds (4 min by default).
 const maxStatusHoldFactor = 8
 
+// unshownHoldFactor bounds the hold of a template whose binding shows no
+// status yet, in holds. The binding's writer (bindingstatus) holds that
+// status for up to 8 holds from the binding's first part, and that part
+// comes when the scheduler gets to the binding, which under a fleet-wide
+// backlog is minutes after the template's hold began (10,000 templates at
+// once: placed up to 2 m 18 s after create). With the same 8 holds the
+// template's ran out first and it showed an in-flight status the binding
+// did not show. Twice as long lets the binding's own bound decide; the
+// binding's first status (settled, or in flight once its hold ends)
+// releases or shortens this one at once.
+const unshownHoldFactor = 2 * maxStatusHoldFactor
+
+// holdFor is how long a template's in-flight status mirrored from binding
+// may be held at most, and whether that is a hold in the hub's stages
+// (the binding shows no status yet: no Scheduled condition), given the
+// hold for a binding that waits for its agents.
+func holdFor(base time.Duration, binding *workv1alpha1.ResourceBinding) (time.Duration, bool) {
+	if binding != nil && meta.FindStatusCondition(binding.Status.Conditions, workv1alpha1.BindingConditionScheduled) == nil {
+		return unshownHoldFactor * base, true
+	}
+	return base, false
+}
+
 // inFlight says whether the binding is between two steps of the hub's
 // propagation pipeline that follow by themselves: the scheduler has not
 // answered yet, the binding controller has not summed up the current
