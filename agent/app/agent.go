@@ -36,6 +36,7 @@ type Options struct {
 	HubAPIBurst            int
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	EnableProfiling        bool
 	NodeName               string
 	LeaderElection         cmdutil.LeaderElectionOptions
 
@@ -127,6 +128,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HubAPIBurst, "hub-api-burst", o.HubAPIBurst, "Burst to the hub's apiserver.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics; \"0\" disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; \"0\" disables it.")
+	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling, "Serve Go's /debug/pprof/ on the metrics address (unauthenticated: keep it off where that address is reachable).")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Node this agent pod runs on (default $NODE_NAME, else the host name); names its DNS verdict.")
 	o.LeaderElection.AddFlags(fs, "agent pod", "member cluster (its namespace also holds the nodes' DNS verdicts)")
 

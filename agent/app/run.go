@@ -117,6 +117,9 @@ func Run(ctx context.Context, opts *Options) error {
 	metrics.RegisterWorkqueueMetrics(registry)
 	m := agentmetrics.New(registry)
 	server := healthserver.New(opts.HealthProbeBindAddress, opts.MetricsBindAddress, registry)
+	if opts.EnableProfiling {
+		server.EnableProfiling()
+	}
 	server.AddReadyzCheck("member-apiserver", cmdutil.APIServerReady(member.Discovery().RESTClient()))
 
 	// With --dns-probe=false this pod's node is probed by the
