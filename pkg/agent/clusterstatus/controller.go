@@ -130,6 +130,9 @@ type Controller struct {
 	clusterID                string // kube-system namespace UID, once known
 	identityProblem          string // last identity complaint, for once-per-change events
 	fenced                   string // last MayWrite refusal, to log once per change
+	// apiCache skips the full discovery while the member's discovery
+	// documents keep their ETags.
+	apiCache apiCache
 }
 
 // NewController returns a Controller. nodes and pods are listers of started
@@ -363,7 +366,10 @@ func (c *Controller) inventory(ctx context.Context, status *clusterv1alpha1.Clus
 	} else {
 		logger.V(2).Info("Cannot read the member's version", "err", err)
 	}
-	if apis, err := DiscoverAPIEnablements(c.member.Discovery()); apis != nil {
+	discoveryCtx, cancel := context.WithTimeout(ctx, hubRequestTimeout)
+	apis, err := c.apiCache.discoverAPIs(discoveryCtx, c.member.Discovery())
+	cancel()
+	if apis != nil {
 		status.APIEnablements = apis
 	} else if err != nil {
 		logger.V(2).Info("Cannot discover the member's APIs", "err", err)

@@ -32,4 +32,6 @@ func TestProbeRealAPIServer(t *testing.T) {
 	if status, reason := probe(expired); status != metav1.ConditionFalse || reason != clusterv1alpha1.ClusterReasonNotReachable {
 		t.Fatalf("bad token: got %s/%s, want False/ClusterNotReachable", status, reason)
 	}
+
+	t.Run("discovery cache", func(t *testing.T) { testDiscoveryCacheRealAPIServer(t, env) })
 }
