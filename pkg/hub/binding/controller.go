@@ -481,6 +481,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		return nil, nil, nil, err
 	}
 	holdNew := c.purgingDirectly(binding)
+	var writes []workWrite
 	for _, target := range render.Targets(binding) {
 		cluster, err := c.clusters.Get(target.Name)
 		if apierrors.IsNotFound(err) {
@@ -524,16 +525,21 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 		if holdNew && stored == nil {
 			continue // created once the Directly-evicted copy is gone
 		}
-		ok, err := c.ensureWork(ctx, binding, want)
-		if conflict := (*workConflictError)(nil); errors.As(err, &conflict) {
-			overrideErrs[target.Name] = err
-			c.event(binding, "Warning", ReasonWorkConflict, fmt.Sprintf("cluster %s: %v", target.Name, err))
+		writes = append(writes, workWrite{cluster: target.Name, want: want})
+	}
+	// Written in parallel (ensureWorks): one after the other, a binding
+	// placed on 100 clusters waited 100 apiserver round trips.
+	c.ensureWorks(ctx, binding, writes)
+	for _, w := range writes {
+		if conflict := (*workConflictError)(nil); errors.As(w.err, &conflict) {
+			overrideErrs[w.cluster] = w.err
+			c.event(binding, "Warning", ReasonWorkConflict, fmt.Sprintf("cluster %s: %v", w.cluster, w.err))
 			continue
 		}
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("work for cluster %s: %w", target.Name, err)
+		if w.err != nil {
+			return nil, nil, nil, fmt.Errorf("work for cluster %s: %w", w.cluster, w.err)
 		}
-		current[target.Name] = ok
+		current[w.cluster] = w.ok
 	}
 	return overrideErrs, wants, current, nil
 }
