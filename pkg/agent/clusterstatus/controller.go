@@ -131,8 +131,10 @@ type Controller struct {
 	identityProblem          string // last identity complaint, for once-per-change events
 	fenced                   string // last MayWrite refusal, to log once per change
 	// apiCache skips the full discovery while the member's discovery
-	// documents keep their ETags.
-	apiCache apiCache
+	// documents keep their ETags; versionCache skips /version while
+	// nothing suggests a new apiserver.
+	apiCache     apiCache
+	versionCache versionCache
 }
 
 // NewController returns a Controller. nodes and pods are listers of started
@@ -177,6 +179,9 @@ func (c *Controller) Sync(ctx context.Context) {
 	ready := c.probe(ctx)
 	if ctx.Err() != nil {
 		return
+	}
+	if ready.Status != metav1.ConditionTrue {
+		c.versionCache.stale = true
 	}
 
 	getCtx, cancel := context.WithTimeout(ctx, hubRequestTimeout)
@@ -361,18 +366,25 @@ func (c *Controller) write(ctx context.Context, cluster *clusterv1alpha1.Cluster
 // cannot be read keeps its previous value.
 func (c *Controller) inventory(ctx context.Context, status *clusterv1alpha1.ClusterStatus) {
 	logger := klog.FromContext(ctx)
-	if v, err := c.member.Discovery().ServerVersion(); err == nil {
-		status.KubernetesVersion = statuslimits.Text(v.GitVersion, maxKubernetesVersion)
-	} else {
-		logger.V(2).Info("Cannot read the member's version", "err", err)
-	}
 	discoveryCtx, cancel := context.WithTimeout(ctx, hubRequestTimeout)
-	apis, err := c.apiCache.discoverAPIs(discoveryCtx, c.member.Discovery())
+	apis, reused, err := c.apiCache.discoverAPIs(discoveryCtx, c.member.Discovery())
 	cancel()
 	if apis != nil {
 		status.APIEnablements = apis
 	} else if err != nil {
 		logger.V(2).Info("Cannot discover the member's APIs", "err", err)
+	}
+	vc := &c.versionCache
+	vc.age++
+	if NeedVersion(vc.version != "", vc.stale, !reused, vc.age) {
+		if v, err := c.member.Discovery().ServerVersion(); err == nil {
+			vc.version, vc.age, vc.stale = statuslimits.Text(v.GitVersion, maxKubernetesVersion), 0, false
+		} else {
+			logger.V(2).Info("Cannot read the member's version", "err", err)
+		}
+	}
+	if vc.version != "" {
+		status.KubernetesVersion = vc.version
 	}
 	for _, synced := range c.synced {
 		if !synced() {

@@ -92,12 +92,14 @@ func (c *apiCache) reusable(unchanged bool) bool {
 // the discovery documents did not change, else a full discovery, cached only
 // when it was complete (a partial answer — an aggregated API down — is
 // discovered again next period, as before) and the documents had ETags.
-func (c *apiCache) discoverAPIs(ctx context.Context, member discovery.DiscoveryInterface) ([]clusterv1alpha1.APIEnablement, error) {
+// reused says the cached enablements were returned (nothing changed).
+// Callers must not modify the returned slice.
+func (c *apiCache) discoverAPIs(ctx context.Context, member discovery.DiscoveryInterface) (apis []clusterv1alpha1.APIEnablement, reused bool, err error) {
 	tags, unchanged, probeErr := ProbeDiscoveryETags(ctx, member.RESTClient(), c.etags)
 	if probeErr == nil && c.reusable(unchanged) {
-		return c.apis, nil
+		return c.apis, true, nil
 	}
-	apis, err := DiscoverAPIEnablements(member)
+	apis, err = DiscoverAPIEnablements(member)
 	switch {
 	case err == nil && probeErr == nil && tags.Complete():
 		// The ETags were read before the full discovery: a change in
@@ -106,5 +108,29 @@ func (c *apiCache) discoverAPIs(ctx context.Context, member discovery.DiscoveryI
 	default:
 		c.etags, c.apis = DiscoveryETags{}, nil
 	}
-	return apis, err
+	return apis, false, err
+}
+
+// versionEvery is how many status periods the member's version may be
+// reused: /version is read again at the latest every versionEvery-th period
+// (once a minute with the default 10s).
+const versionEvery = 6
+
+// versionCache holds the member's version between status periods: it
+// changes only with a new apiserver binary, which comes with a restart.
+type versionCache struct {
+	version string
+	age     int  // status periods since it was read, this one included
+	stale   bool // the apiserver probe failed since (it may have restarted)
+}
+
+// NeedVersion reports whether /version must be read this period: nothing is
+// known yet, the apiserver probe failed since the last read (an upgrade
+// restarts the apiserver), the discovery documents changed (a new minor
+// version serves other APIs), or versionEvery periods passed (a patch
+// upgrade of an apiserver that never looked unready, behind a load
+// balancer). periodsSince counts the status periods since the last read,
+// this one included.
+func NeedVersion(known, probeFailedSince, discoveryChanged bool, periodsSince int) bool {
+	return !known || probeFailedSince || discoveryChanged || periodsSince >= versionEvery
 }

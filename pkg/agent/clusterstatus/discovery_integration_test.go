@@ -26,15 +26,15 @@ func testDiscoveryCacheRealAPIServer(t *testing.T, env *testenv.Env) {
 	}
 	d := &countingDiscovery{DiscoveryInterface: kube.Discovery()}
 	var c apiCache
-	first, err := c.discoverAPIs(t.Context(), d)
-	if err != nil || len(first) == 0 {
+	first, reused, err := c.discoverAPIs(t.Context(), d)
+	if err != nil || len(first) == 0 || reused {
 		t.Fatalf("first discovery: %d groups, err %v", len(first), err)
 	}
 	if !c.etags.Complete() {
 		t.Fatalf("kube-apiserver's aggregated discovery sent no ETags: %q", c.etags)
 	}
-	again, err := c.discoverAPIs(t.Context(), d)
-	if err != nil || d.full.Load() != 1 || !slices.EqualFunc(first, again, func(a, b clusterv1alpha1.APIEnablement) bool { return a.GroupVersion == b.GroupVersion }) {
+	again, reused, err := c.discoverAPIs(t.Context(), d)
+	if err != nil || d.full.Load() != 1 || !reused || !slices.EqualFunc(first, again, func(a, b clusterv1alpha1.APIEnablement) bool { return a.GroupVersion == b.GroupVersion }) {
 		t.Fatalf("unchanged documents: %d full discoveries (want 1), err %v", d.full.Load(), err)
 	}
 
@@ -54,7 +54,7 @@ func testDiscoveryCacheRealAPIServer(t *testing.T, env *testenv.Env) {
 	// The CRD reaches discovery asynchronously: poll until it shows, and
 	// until the documents settle again (a call that reuses the cache).
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		apis, err := c.discoverAPIs(t.Context(), d)
+		apis, _, err := c.discoverAPIs(t.Context(), d)
 		return err == nil && slices.ContainsFunc(apis, func(e clusterv1alpha1.APIEnablement) bool { return e.GroupVersion == "etag.example.com/v1" }), nil
 	})
 	if err != nil {
@@ -65,8 +65,8 @@ func testDiscoveryCacheRealAPIServer(t *testing.T, env *testenv.Env) {
 	}
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		before := d.full.Load()
-		_, err := c.discoverAPIs(t.Context(), d)
-		return err == nil && d.full.Load() == before, nil
+		_, reused, err := c.discoverAPIs(t.Context(), d)
+		return err == nil && reused && d.full.Load() == before, nil
 	})
 	if err != nil {
 		t.Fatalf("the cache is not reused once the documents settle: %v", err)
