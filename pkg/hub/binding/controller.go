@@ -168,7 +168,13 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 	c.synced = []cache.InformerSynced{rb.Informer().HasSynced, crb.Informer().HasSynced, rt.Informer().HasSynced,
 		crt.Informer().HasSynced, works.Informer().HasSynced, clusters.Informer().HasSynced, op.Informer().HasSynced, cop.Informer().HasSynced}
 
-	enqueue := workobjects.EnqueueKey(c.queue.Add)
+	// A held status waits for the sync a binding's change is queued for
+	// (bindingstatus.Writer.Changed): the scheduler's placement becomes
+	// Works without an in-flight status first.
+	enqueue := workobjects.EnqueueKey(func(key string) {
+		c.opts.Statuses.Changed(key)
+		c.queue.Add(key)
+	})
 	all := handler(enqueue)
 	for _, inf := range []cache.SharedIndexInformer{rb.Informer(), crb.Informer()} {
 		_, _ = inf.AddEventHandler(all)
@@ -286,14 +292,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	start := time.Now()
-	// Every change of the binding's Works counted so far is in the cache
-	// this sync reads: once it succeeds, a held status no longer waits for
-	// it (bindingstatus.Writer.Summed).
+	// Every change of the binding and its Works counted so far is in the
+	// cache this sync reads: once it is over, a held status no longer
+	// waits for it (bindingstatus.Writer.Summed); one that failed does not
+	// wait for the retry either.
 	summing := c.opts.Statuses.Summing(key)
 	defer func() {
-		if err == nil {
-			c.opts.Statuses.Summed(key, summing)
-		}
+		c.opts.Statuses.Summed(key, summing)
 		if m := c.opts.Metrics; m != nil {
 			result := "success"
 			if err != nil {

@@ -14,30 +14,30 @@ func TestHoldEnd(t *testing.T) {
 		hubBehind bool
 		want      time.Time
 	}{
-		{"hub stages only", time.Time{}, false, first.Add(maxHoldFactor * hold)},
+		{"hub stages, controller synced", time.Time{}, false, first.Add(maxHoldFactor * hold)},
 		{"waiting for agents", agents, false, agents.Add(hold)},
-		{"reports in, not summed", agents, true, first.Add(maxHoldFactor * hold)},
-		{"hub behind before any agent wait", time.Time{}, true, first.Add(maxHoldFactor * hold)},
-		{"agents waited for past the bound", first.Add(maxHoldFactor * hold), false, first.Add(maxHoldFactor * hold)},
+		{"agents waited for past the hub stages' bound", first.Add(maxHoldFactor * hold), false, first.Add(maxHoldFactor * hold)},
+		{"reports in, not synced", agents, true, first.Add(MaxBehindFactor * hold)},
+		{"placement not synced", time.Time{}, true, first.Add(MaxBehindFactor * hold)},
 	} {
 		if got := holdEnd(first, tc.agentsAt, hold, tc.hubBehind); !got.Equal(tc.want) {
 			t.Errorf("%s: holdEnd = %v, want %v", tc.name, got.Sub(first), tc.want.Sub(first))
 		}
 	}
+	if MaxBehindFactor <= maxHoldFactor {
+		t.Errorf("MaxBehindFactor %d is not above maxHoldFactor %d", MaxBehindFactor, maxHoldFactor)
+	}
 }
 
 // A binding waiting for its agents keeps its status held past the agents'
-// hold while a change of its Works has not been summed up by the binding
-// controller; once the sync that read it succeeds, the hold is as before,
-// and never longer than maxHoldFactor holds.
+// hold while a change of its Works has not been synced by the binding
+// controller; once a sync that began after it is over, the hold is as
+// before.
 func TestHoldWaitsForTheHubToSumReports(t *testing.T) {
 	const key = "ns/app-deployment"
 	b := newBinding()
 	e := newEnv(t, b)
-	e.w.Changed(key) // nothing held yet: not counted
-	if err := e.w.Write(e.ctx, b, "scheduler", scheduledPart("scheduled"), HubStage); err != nil {
-		t.Fatal(err)
-	}
+	e.w.Changed(key) // nothing held yet: not kept
 	if err := e.w.Write(e.ctx, b, "binding", appliedPart(false), AgentStage); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestHoldWaitsForTheHubToSumReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := e.writes(); n != 0 {
-		t.Fatalf("%d writes while the report is not summed, want 0", n)
+		t.Fatalf("%d writes while the report is not synced, want 0", n)
 	}
 	// The sync that started before the report does not count for it.
 	e.w.Summed(key, token)
@@ -69,6 +69,36 @@ func TestHoldWaitsForTheHubToSumReports(t *testing.T) {
 	}
 }
 
+// A first part in the hub's stages (the scheduler's placement) waits for
+// the binding controller's next sync, past the hub stages' 8 holds, and
+// is written when that sync is over without settling it; never later than
+// MaxBehindFactor holds.
+func TestHubStageWaitsForTheNextSync(t *testing.T) {
+	const key = "ns/app-deployment"
+	b := newBinding()
+	e := newEnv(t, b)
+	before := e.w.Summing(key) // a sync already running
+	if err := e.w.Write(e.ctx, b, "scheduler", scheduledPart("scheduled"), HubStage); err != nil {
+		t.Fatal(err)
+	}
+	e.w.Summed(key, before)
+	e.clock.Step(maxHoldFactor * hold)
+	if err := e.w.flushDue(e.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.writes(); n != 0 {
+		t.Fatalf("%d writes while the placement waits in the binding controller's queue, want 0", n)
+	}
+	// The sync comes (it fails, say): the status is overdue and written.
+	e.w.Summed(key, e.w.Summing(key))
+	if err := e.w.flushDue(e.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.writes(); n != 1 {
+		t.Fatalf("%d writes once synced past the bound, want 1", n)
+	}
+}
+
 func TestHoldForTheHubIsBounded(t *testing.T) {
 	const key = "ns/app-deployment"
 	b := newBinding()
@@ -76,8 +106,8 @@ func TestHoldForTheHubIsBounded(t *testing.T) {
 	if err := e.w.Write(e.ctx, b, "binding", appliedPart(false), AgentStage); err != nil {
 		t.Fatal(err)
 	}
-	e.w.Changed(key) // never summed: the binding controller keeps failing
-	e.clock.Step(maxHoldFactor*hold - time.Second)
+	e.w.Changed(key) // never synced
+	e.clock.Step(MaxBehindFactor*hold - time.Second)
 	if err := e.w.flushDue(e.ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +123,9 @@ func TestHoldForTheHubIsBounded(t *testing.T) {
 	}
 }
 
-// A sync that finds the report summed but nothing to settle ends the
-// extension: the in-flight status is written as it was due.
-func TestSummedWithoutSettlingWritesWhenDue(t *testing.T) {
+// A sync that finds nothing to settle ends the extension: the in-flight
+// status is written as it was due.
+func TestSyncedWithoutSettlingWritesWhenDue(t *testing.T) {
 	const key = "ns/app-deployment"
 	b := newBinding()
 	e := newEnv(t, b)
@@ -107,12 +137,11 @@ func TestSummedWithoutSettlingWritesWhenDue(t *testing.T) {
 	if err := e.w.flushDue(e.ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	token := e.w.Summing(key)
-	e.w.Summed(key, token)
+	e.w.Summed(key, e.w.Summing(key))
 	if err := e.w.flushDue(e.ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.writes(); n != 1 {
-		t.Fatalf("%d writes once summed past the agents' hold, want 1", n)
+		t.Fatalf("%d writes once synced past the agents' hold, want 1", n)
 	}
 }

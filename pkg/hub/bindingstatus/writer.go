@@ -56,6 +56,14 @@ const DefaultHold = 30 * time.Second
 // holds (4 min by default).
 const maxHoldFactor = 8
 
+// MaxBehindFactor bounds, in holds, the wait of a binding whose latest
+// change the binding controller has not synced yet (it is still in that
+// controller's queue): the hub is behind, not failing (a sync that fails
+// ends the wait, see Summed), and the binding's status is written as soon
+// as the sync comes. 32 holds (16 min by default) only guard against a
+// sync that never comes.
+const MaxBehindFactor = 32
+
 // Stage says how far the binding has come, as the part's author sees it.
 type Stage int
 
@@ -88,6 +96,9 @@ type Writer struct {
 
 	mu      sync.Mutex
 	pending map[string]*held
+	// changes counts Changed calls and hub-stage first parts: the order of
+	// changes and syncs (held.changed, held.synced).
+	changes uint64
 	// written keeps the binding each successful write returned until the
 	// informer delivers it, so a controller that syncs in between reads
 	// its own write, not the status before it.
@@ -109,13 +120,14 @@ type held struct {
 	next     int
 	first    time.Time // first held part
 	agentsAt time.Time // first AgentStage part; zero while none
-	// changes counts the changes of the binding's Works its summing
-	// controller was told of while parts were held (Changed); summed is
-	// the count its last completed sync started from (Summed). While
-	// changes > summed, reports that already arrived are not in the held
-	// parts yet: the agents have answered and the hub is behind, so the
-	// agents' hold does not run out (hubBehind).
-	changes, summed int
+	// changed is the writer's change count (Writer.changes) at the last
+	// change of the binding or its Works that its syncing controller was
+	// told of while parts were held (Changed), or at the first part if it
+	// was in the hub's stages (that controller has the placement to turn
+	// into Works); synced is the count its last finished sync started from
+	// (Summed). While changed > synced the binding waits in the hub's
+	// queue, not for agents or a failing controller (hubBehind).
+	changed, synced uint64
 	// retry: a write of these parts failed; the writer's queue writes them
 	// with backoff, hold or not (their authors see them in View and do not
 	// submit them again).
@@ -276,6 +288,13 @@ func (w *Writer) Write(ctx context.Context, binding *workv1alpha1.ResourceBindin
 	if stage != Settled && w.hold > 0 && !shown(base) {
 		if h.first.IsZero() {
 			h.first = now
+			if stage == HubStage {
+				// Another hub controller has this step to do (the
+				// binding controller, the placement's Works): the hold
+				// waits for its next sync (hubBehind).
+				w.changes++
+				h.changed = w.changes
+			}
 		}
 		if stage == AgentStage && h.agentsAt.IsZero() {
 			h.agentsAt = now
@@ -325,64 +344,69 @@ func shown(b *workv1alpha1.ResourceBinding) bool {
 
 // due is when h's hold ends. Callers hold mu.
 func (w *Writer) due(h *held) time.Time {
-	return holdEnd(h.first, h.agentsAt, w.hold, h.changes > h.summed)
+	return holdEnd(h.first, h.agentsAt, w.hold, h.changed > h.synced)
 }
 
 // holdEnd is when a new binding's held status is written although it has
 // not settled: maxHoldFactor holds after its first held part at the latest
 // (the hub's own stages, a controller failing and retrying); one hold
-// after the first part that waits for agents (agentsAt, zero while none),
-// unless hubBehind: a change of the binding's Works (an agent's report)
-// arrived that the binding controller has not summed up yet. Then the wait
-// is for the hub's own queue, not for the agents, and a status written now
-// would say "waiting for the agent" about reports that are in, only to be
-// replaced by the sum a moment later (under a fleet-wide backlog, 8% of the
-// bindings of 10,000 templates at once; docs/benchmarks.md, issue 40).
+// after the first part that waits for agents (agentsAt, zero while none).
+// Unless hubBehind: a change of the binding or its Works (the scheduler's
+// placement, an agent's report) arrived that the binding controller has
+// not synced yet. Then the wait is for the hub's own queue, not for the
+// agents or a failing controller, and a status written now would say "no
+// Work yet" or "waiting for the agent" about steps that are done, only to
+// be replaced a moment later (under a fleet-wide backlog, 8–33% of the
+// bindings of 10,000 templates at once; docs/benchmarks.md, issue 40):
+// the hold lasts until that sync, MaxBehindFactor holds at most.
 func holdEnd(first, agentsAt time.Time, hold time.Duration, hubBehind bool) time.Time {
+	if hubBehind {
+		return first.Add(MaxBehindFactor * hold)
+	}
 	end := first.Add(maxHoldFactor * hold)
-	if !agentsAt.IsZero() && !hubBehind {
+	if !agentsAt.IsZero() {
 		end = minTime(end, agentsAt.Add(hold))
 	}
 	return end
 }
 
-// Changed says that something the binding controller sums into key's
-// status (one of its Works, an agent's report on it) changed and the
+// Changed says that something the binding controller syncs key for (the
+// binding, one of its Works, an agent's report on it) changed and the
 // binding is queued for it. Only a binding whose parts are held keeps
 // count; nothing is allocated for any other.
 func (w *Writer) Changed(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.changes++
 	if h := w.pending[key]; h != nil {
-		h.changes++
+		h.changed = w.changes
 	}
 }
 
 // Summing is called as the binding controller's sync of key starts,
-// before it reads the binding's Works: the sync will sum every change
-// counted so far. Pass the result to Summed once the sync has succeeded.
-func (w *Writer) Summing(key string) int {
+// before it reads the binding and its Works: the sync sees every change
+// counted so far. Pass the result to Summed once the sync is over.
+func (w *Writer) Summing(string) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h := w.pending[key]; h != nil {
-		return h.changes
-	}
-	return 0
+	return w.changes
 }
 
-// Summed says the sync of key that began with Summing's token succeeded
-// (whether or not it submitted a part). If that ends a hold that was kept
-// for the hub, the held parts are written now.
-func (w *Writer) Summed(key string, token int) {
+// Summed says the sync of key that began with Summing's token is over
+// (whether or not it submitted a part, and whether or not it failed: a
+// failing controller is not a hub that is behind, and its binding's
+// status is due as it was). If that ends a hold that was kept for the
+// hub, the held parts are written now when due.
+func (w *Writer) Summed(key string, token uint64) {
 	w.mu.Lock()
 	h := w.pending[key]
-	if h == nil || token <= h.summed {
+	if h == nil || token <= h.synced {
 		w.mu.Unlock()
 		return
 	}
-	wasBehind := h.changes > h.summed
-	h.summed = token
-	due, behind := w.due(h), h.changes > h.summed
+	wasBehind := h.changed > h.synced
+	h.synced = token
+	due, behind := w.due(h), h.changed > h.synced
 	w.mu.Unlock()
 	if wasBehind && !behind {
 		w.queue.AddAfter(key, max(0, due.Sub(w.clock.Now())))

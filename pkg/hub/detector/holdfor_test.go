@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 )
 
 func TestHoldFor(t *testing.T) {
@@ -22,7 +23,7 @@ func TestHoldFor(t *testing.T) {
 	}
 	// The template's bound must outlast the binding's own (which starts
 	// later, when the scheduler submits its part): the binding decides.
-	if unshownHoldFactor <= 8 {
-		t.Errorf("unshownHoldFactor %d is not above bindingstatus's 8 holds", unshownHoldFactor)
+	if unshownHoldFactor <= bindingstatus.MaxBehindFactor {
+		t.Errorf("unshownHoldFactor %d is not above the binding's own bound, %d holds", unshownHoldFactor, bindingstatus.MaxBehindFactor)
 	}
 }

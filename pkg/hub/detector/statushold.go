@@ -9,6 +9,7 @@ import (
 
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	bindingctl "github.com/flotilla-io/flotilla/pkg/hub/binding"
+	"github.com/flotilla-io/flotilla/pkg/hub/bindingstatus"
 )
 
 // DefaultStatusHold bounds how long the template's status may lag its
@@ -29,15 +30,17 @@ const maxStatusHoldFactor = 8
 
 // unshownHoldFactor bounds the hold of a template whose binding shows no
 // status yet, in holds. The binding's writer (bindingstatus) holds that
-// status for up to 8 holds from the binding's first part, and that part
-// comes when the scheduler gets to the binding, which under a fleet-wide
-// backlog is minutes after the template's hold began (10,000 templates at
-// once: placed up to 2 m 18 s after create). With the same 8 holds the
-// template's ran out first and it showed an in-flight status the binding
-// did not show. Twice as long lets the binding's own bound decide; the
-// binding's first status (settled, or in flight once its hold ends)
-// releases or shortens this one at once.
-const unshownHoldFactor = 2 * maxStatusHoldFactor
+// status while the hub's own controllers are behind with it, up to
+// bindingstatus.MaxBehindFactor holds from the binding's first part, and
+// that part comes when the scheduler gets to the binding, which under a
+// fleet-wide backlog is minutes after the template's hold began (10,000
+// templates at once on a loaded machine: placed up to 13 min after
+// create). With 8 holds the template's hold ran out first and it showed
+// an in-flight status the binding did not show. Twice the binding's bound
+// lets the binding decide: its first status (settled, or in flight once
+// its hold ends) releases or shortens this one at once, so this bound only
+// guards against a binding that never shows one.
+const unshownHoldFactor = 2 * bindingstatus.MaxBehindFactor
 
 // holdFor is how long a template's in-flight status mirrored from binding
 // may be held at most, and whether that is a hold in the hub's stages
