@@ -103,7 +103,11 @@ func sameVerdict(a, b map[string]string) bool {
 // GuardConfigMapName. It writes only when the verdict differs from what the
 // ConfigMap holds (read from a watch of that one ConfigMap), and creates
 // it again when it is missing, so a deleted ConfigMap comes back at the next
-// evaluation and a steady fleet costs no writes. Safe for concurrent use.
+// evaluation and a steady fleet costs no writes. The write is made by a
+// goroutine of its own, with the latest verdict submitted: the guard is
+// evaluated on the cluster-taint controller's path to a NoExecute taint,
+// which must not wait for a ConfigMap write (it did: one apiserver round
+// trip before every failover's taint). Safe for concurrent use.
 type GuardPublisher struct {
 	client    kubernetes.Interface
 	namespace string
@@ -111,6 +115,14 @@ type GuardPublisher struct {
 	lister    corelisters.ConfigMapNamespaceLister
 	synced    cache.InformerSynced
 	start     sync.Once
+	// kick wakes the publishing goroutine; latest is the verdict it
+	// writes next (when it was reached in at), guarded by mu.
+	kick     chan struct{}
+	mu       sync.Mutex
+	latest   *GuardState
+	latestAt time.Time
+	// published, when set, is called after each publishing attempt (tests).
+	published func(error)
 }
 
 // NewGuardPublisher returns a publisher writing to namespace (the hub's
@@ -121,13 +133,15 @@ func NewGuardPublisher(client kubernetes.Interface, namespace string) *GuardPubl
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", GuardConfigMapName).String()
 		}))
 	inf := factory.Core().V1().ConfigMaps()
-	return &GuardPublisher{client: client, namespace: namespace, factory: factory,
+	return &GuardPublisher{client: client, namespace: namespace, factory: factory, kick: make(chan struct{}, 1),
 		lister: inf.Lister().ConfigMaps(namespace), synced: inf.Informer().HasSynced}
 }
 
-// Publish makes the ConfigMap hold state. It is called on every guard
-// evaluation; the first call starts the watch (ending with ctx), and calls
-// before it has synced do nothing (the next evaluation publishes).
+// Publish submits state for the ConfigMap and returns at once. It is
+// called on every guard evaluation; the first call starts the watch and
+// the publishing goroutine (both end with ctx), which writes the latest
+// verdict submitted once the watch has synced. Verdicts submitted while a
+// write is under way are coalesced: only the last one is written.
 func (p *GuardPublisher) Publish(ctx context.Context, state GuardState) {
 	if p == nil || !state.Evaluated {
 		return
@@ -135,18 +149,47 @@ func (p *GuardPublisher) Publish(ctx context.Context, state GuardState) {
 	p.start.Do(func() {
 		p.factory.Start(ctx.Done())
 		go func() { <-ctx.Done(); p.factory.Shutdown() }()
+		go p.run(ctx)
 	})
-	if !p.synced() {
+	p.mu.Lock()
+	p.latest, p.latestAt = &state, time.Now()
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default: // a wake-up is pending: it takes the latest verdict
+	}
+}
+
+// run writes the latest submitted verdict on every wake-up until ctx is done.
+func (p *GuardPublisher) run(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
 		return
 	}
-	err := p.publish(ctx, state, time.Now())
-	switch {
-	case apierrors.IsNotFound(err):
-		// No such namespace (a hub run outside its Deployment, as in
-		// tests): nothing to publish to, and nothing wrong with the hub.
-		klog.FromContext(ctx).V(4).Info("Not publishing the fleet guard verdict: no namespace", "namespace", p.namespace)
-	case err != nil:
-		klog.FromContext(ctx).Error(err, "Publishing the fleet guard verdict", "configMap", klog.KRef(p.namespace, GuardConfigMapName))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+		p.mu.Lock()
+		state, at := p.latest, p.latestAt
+		p.latest = nil
+		p.mu.Unlock()
+		if state == nil {
+			continue
+		}
+		err := p.publish(ctx, *state, at)
+		switch {
+		case apierrors.IsNotFound(err):
+			// No such namespace (a hub run outside its Deployment, as in
+			// tests): nothing to publish to, and nothing wrong with the hub.
+			klog.FromContext(ctx).V(4).Info("Not publishing the fleet guard verdict: no namespace", "namespace", p.namespace)
+		case err != nil:
+			klog.FromContext(ctx).Error(err, "Publishing the fleet guard verdict", "configMap", klog.KRef(p.namespace, GuardConfigMapName))
+		}
+		if p.published != nil {
+			p.published(err)
+		}
 	}
 }
 
