@@ -161,6 +161,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil || binding.DeletionTimestamp != nil {
 		return err
 	}
+	if SchedulerBehind(binding) {
+		// The scheduler's write of this generation is on the failover's
+		// path; a status write now would only make it conflict. Its status
+		// write (schedulerObservedGeneration) brings the binding back.
+		return nil
+	}
 	now := c.opts.Clock.Now()
 	old := binding.Status.FailoverHistory
 	oldCopies := c.oldCopies(binding)

@@ -316,6 +316,19 @@ func available(kind string, items []workv1alpha1.AggregatedStatusItem) int64 {
 	return s.AvailableReplicas
 }
 
+// SchedulerBehind: the scheduler has not yet acted on the binding's
+// current generation (an eviction it is to replace). The history waits:
+// its items' times come from the binding (the eviction's evictedAt, the
+// outage's taint), not from when they are written, so nothing is lost,
+// and a status write in between would make the scheduler's write of the
+// new placement conflict and go round again (measured: one conflict in
+// most failovers of hack/bench/failover, each a write and a retry on the
+// path to the new copy). A binding without a placement is never scheduled
+// and never waits.
+func SchedulerBehind(binding *workv1alpha1.ResourceBinding) bool {
+	return binding.Spec.Placement != nil && binding.Status.SchedulerObservedGeneration != binding.Generation
+}
+
 // placedCurrent: the scheduler has placed the binding's current generation.
 func placedCurrent(binding *workv1alpha1.ResourceBinding) bool {
 	return binding.Status.SchedulerObservedGeneration == binding.Generation &&

@@ -348,3 +348,21 @@ func TestCompletedMessageCancelled(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestSchedulerBehind(t *testing.T) {
+	placed := &workv1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Generation: 3},
+		Spec:   workv1alpha1.ResourceBindingSpec{Placement: &policyv1alpha1.Placement{}},
+		Status: workv1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 3}}
+	evicted := placed.DeepCopy()
+	evicted.Generation = 4 // the taint manager's eviction, not scheduled yet
+	noPlacement := evicted.DeepCopy()
+	noPlacement.Spec.Placement = nil // a dependency's binding: never scheduled
+	for name, tc := range map[string]struct {
+		b    *workv1alpha1.ResourceBinding
+		want bool
+	}{"placed": {placed, false}, "evicted, not yet placed": {evicted, true}, "no placement": {noPlacement, false}} {
+		if got := SchedulerBehind(tc.b); got != tc.want {
+			t.Errorf("%s: SchedulerBehind = %v, want %v", name, got, tc.want)
+		}
+	}
+}
