@@ -169,7 +169,8 @@ func NewController(hub flotillaclient.Interface, works cache.SharedIndexInformer
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 				&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
-			), workqueue.TypedRateLimitingQueueConfig[string]{Name: "work"}),
+			), workqueue.TypedRateLimitingQueueConfig[string]{Name: "work",
+				Clock: slowTickers{WithTicker: clock.RealClock{}, min: queueTickerMin}}),
 		orphanSince: map[string]time.Time{},
 		stopCh:      make(chan struct{}),
 		admission:   newAdmission(opts.AgentNamespace, opts.AllowedSystemNamespaces, opts.AllowFlotillaKinds),
