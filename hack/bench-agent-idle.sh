@@ -3,16 +3,21 @@
 # resident memory and CPU of the member's leader and standby agents, and the
 # writes the member's agents make to the hub per minute — counted on the hub
 # (watch events on the member's Lease and Cluster) and by the agents' own
-# metrics. Prints a Markdown table.
+# metrics. Prints a Markdown table, with the load average before and after
+# (other work on the machine inflates CPU figures: compare runs made at the
+# same time, e.g. two members in one window).
 #
-#   hack/bench-agent-idle.sh                 # member1, 120 s window
-#   MEMBER=member2 WINDOW=300 hack/bench-agent-idle.sh
+#   hack/bench-agent-idle.sh                 # member1, 300 s window
+#   MEMBER=member2 WINDOW=600 hack/bench-agent-idle.sh
+#
+# CPU is read in clock ticks (10 ms): at 0.2 % of a core a 120 s window
+# holds only ~24 of them, hence the 300 s default.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE_DIR=${FLOTILLA_STATE_DIR:-$ROOT/.local}
 ENV_FILE=$STATE_DIR/environment
 MEMBER=${MEMBER:-member1}
-WINDOW=${WINDOW:-120}
+WINDOW=${WINDOW:-300}
 SETTLE=${SETTLE:-15}
 KUBECTL=$ROOT/bin/kubectl
 
@@ -31,6 +36,9 @@ metric() { # metric ADDR NAME[{labels}] → sum of matching samples
 }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# Context switches of every thread: each is a thread going to sleep or being
+# woken, so at idle they count the process's wakeups.
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'; }
 
 leader="" standby=""
 for idx in "${!agents[@]}"; do
@@ -50,10 +58,12 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # `kill $(jobs -p)` reaches it.
 "$KUBECTL" --kubeconfig "$KUBECONFIG" --context "$HUB_CONTEXT" get lease -n "flotilla-es-$MEMBER" "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/lease" &
 "$KUBECTL" --kubeconfig "$KUBECONFIG" --context "$HUB_CONTEXT" get cluster "$MEMBER" --watch-only -o 'jsonpath={.metadata.resourceVersion}{"\n"}' >"$tmp/cluster" &
-declare -A pid ticks0 renew0 status0 works0
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+declare -A pid ticks0 switches0 renew0 status0 works0
 for idx in "${!agents[@]}"; do
 	pid[$idx]=$(cat "$STATE_DIR/pids/${agents[$idx]}.pid")
 	ticks0[$idx]=$(cpu_ticks "${pid[$idx]}")
+	switches0[$idx]=$(ctx_switches "${pid[$idx]}")
 	renew0[$idx]=$(metric "${metrics[$idx]}" 'flotilla_agent_lease_renewals_total{result="success"}')
 	status0[$idx]=$(metric "${metrics[$idx]}" 'flotilla_agent_status_writes_total')
 	works0[$idx]=$(metric "${metrics[$idx]}" 'flotilla_agent_work_status_writes_total')
@@ -63,8 +73,8 @@ hz=$(getconf CLK_TCK)
 minutes=$(awk -v w="$WINDOW" 'BEGIN { print w / 60 }')
 per_min() { awk -v n="$1" -v m="$minutes" 'BEGIN { printf "%.1f", n / m }'; }
 
-echo "| $MEMBER ($nodes nodes), ${WINDOW}s idle | RSS | CPU (% of a core) | CPU ms/min | Lease renewals/min | status writes/min | Work status writes/min |"
-echo "|---|---|---|---|---|---|---|"
+echo "| $MEMBER ($nodes nodes), ${WINDOW}s idle | RSS | CPU (% of a core) | CPU ms/min | wakeups/s | Lease renewals/min | status writes/min | Work status writes/min |"
+echo "|---|---|---|---|---|---|---|---|"
 for idx in "$leader" $standby; do
 	role=standby
 	[ "$idx" = "$leader" ] && role=leader
@@ -73,9 +83,11 @@ for idx in "$leader" $standby; do
 	echo "| ${agents[$idx]} ($role) | $(awk -v k="$(rss_kib "${pid[$idx]}")" 'BEGIN { printf "%.1f MiB", k / 1024 }') |" \
 		"$(awk -v ms="$cpu_ms" -v w="$WINDOW" 'BEGIN { printf "%.2f", ms / (w * 10) }') |" \
 		"$(per_min "$cpu_ms") |" \
+		"$(awk -v n="$(($(ctx_switches "${pid[$idx]}") - switches0[$idx]))" -v w="$WINDOW" 'BEGIN { printf "%.1f", n / w }') |" \
 		"$(per_min $(($(metric "${metrics[$idx]}" 'flotilla_agent_lease_renewals_total{result="success"}') - renew0[$idx]))) |" \
 		"$(per_min $(($(metric "${metrics[$idx]}" 'flotilla_agent_status_writes_total') - status0[$idx]))) |" \
 		"$(per_min $(($(metric "${metrics[$idx]}" 'flotilla_agent_work_status_writes_total') - works0[$idx]))) |"
 done
 echo
 echo "Seen on the hub in the window: Lease $MEMBER updated $(per_min "$(wc -l <"$tmp/lease")")/min, Cluster $MEMBER updated $(per_min "$(wc -l <"$tmp/cluster")")/min."
+echo "Load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg)."
