@@ -92,7 +92,7 @@ func (b *bench) floors(ctx context.Context) error {
 	}
 	s50, _, _ := percentiles(serial)
 	p50, _, _ := percentiles(parallel)
-	b.add(fmt.Sprintf("(d) floor of (a): the same writes, Works created serially (16 at once), median"), fmt.Sprintf("%s (%s)", r3(s50), r3(p50)), "")
+	b.add("(d) floor of (a): the same writes, Works created serially (16 at once), median", fmt.Sprintf("%s (%s)", r3(s50), r3(p50)), "")
 
 	// (b)'s critical path per workload moved: the eviction (binding
 	// update: the victim out, a graceful eviction task), the placement
@@ -325,8 +325,8 @@ func (b *bench) floorMove(ctx context.Context, rbs []*workv1alpha1.ResourceBindi
 func ptr[T any](v T) *T { return &v }
 
 // floorCleanup deletes the floors' objects (Works first, their finalizer
-// removed), then their namespaces, and waits for them to go, before the
-// hub starts again.
+// removed), waits for the bindings and templates to go, then deletes the
+// namespaces, before the hub starts again.
 func (b *bench) floorCleanup(namespaces []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -347,11 +347,17 @@ func (b *bench) floorCleanup(namespaces []string) {
 	}
 	_ = b.fc.WorkV1alpha1().ResourceBindings(floorNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = b.fc.WorkV1alpha1().ResourceTemplates(floorNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	// The hub may start once the bindings and templates are gone (it never
+	// reads Works without a binding); the namespaces go in the background.
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		rbs, err := b.fc.WorkV1alpha1().ResourceBindings(floorNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil || len(rbs.Items) > 0 {
+			return false, nil
+		}
+		tmpls, err := b.fc.WorkV1alpha1().ResourceTemplates(floorNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(tmpls.Items) == 0, nil
+	})
 	for _, ns := range namespaces {
 		_ = b.kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	}
-	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := b.kc.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: floorLabel + "=yes"})
-		return err == nil && len(list.Items) == 0, nil
-	})
 }
