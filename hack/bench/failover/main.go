@@ -175,6 +175,7 @@ func printResults(results []result) {
 	}
 	fmt.Printf("Hub requests, kill → 3/3 available:\n\n%s\n", requestTable(pick(func(r result) requests { return r.hub })))
 	fmt.Printf("member2's agents' requests, detection → 3/3 available:\n\n%s\n", requestTable(pick(func(r result) requests { return r.agents })))
+	fmt.Printf("Hub queues, kill → 3/3 available (medians over the runs):\n\n%s\n", queueTable(pick(func(r result) requests { return r.hub })))
 	fmt.Printf("Hub requests, kill → settled:\n\n%s\n", requestTable(pick(func(r result) requests { return r.hubSettled })))
 	fmt.Printf("member2's agents' requests, detection → settled:\n\n%s\n", requestTable(pick(func(r result) requests { return r.agentsSettled })))
 }

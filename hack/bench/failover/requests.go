@@ -40,6 +40,11 @@ func scrapeRequests(addr string, hosts map[string]string, into requests) error {
 				continue // the hub's own lease, every 2 s: not the failover's
 			}
 			into["hub "+labels["client"]+" "+labels["method"]+failed(labels["code"])] += value
+		case hosts == nil && (name == "workqueue_queue_duration_seconds_sum" || name == "workqueue_queue_duration_seconds_count" ||
+			name == "workqueue_work_duration_seconds_sum" || name == "workqueue_work_duration_seconds_count"):
+			// Where a controller's share of a step goes: waiting in its
+			// queue, or in its sync (which holds its writes).
+			into[queueKey+strings.TrimPrefix(name, "workqueue_")+" "+labels["name"]] += value
 		case name == "rest_client_requests_total" && hosts != nil:
 			if who, ok := hosts[labels["host"]]; ok {
 				into[who+" "+labels["method"]+failed(labels["code"])] += value
@@ -57,6 +62,9 @@ func failed(code string) string {
 	}
 	return " " + code
 }
+
+// queueKey prefixes the workqueue counters kept beside the requests.
+const queueKey = "queue "
 
 // series parses one sample line of the text format.
 func series(line string) (name string, labels map[string]string, value float64, ok bool) {
@@ -114,7 +122,9 @@ func requestTable(runs []requests) string {
 	}
 	var names []string
 	for k := range keys {
-		names = append(names, k)
+		if !strings.HasPrefix(k, queueKey) {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	var b strings.Builder
@@ -153,4 +163,50 @@ func (c counters) scrape() (hub, agents requests, at time.Time) {
 		_ = scrapeRequests(a, c.hosts, agents)
 	}
 	return hub, agents, at
+}
+
+// queueTable prints, per hub controller whose queue moved, the items it
+// took in the window and their mean wait in the queue and mean sync time
+// (medians over the runs).
+func queueTable(runs []requests) string {
+	names := map[string]bool{}
+	for _, r := range runs {
+		for k := range r {
+			if n, ok := strings.CutPrefix(k, queueKey+"queue_duration_seconds_count "); ok {
+				names[n] = true
+			}
+		}
+	}
+	var list []string
+	for n := range names {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| hub queue | items | mean wait in queue | mean sync |\n|---|---|---|---|\n")
+	for _, n := range list {
+		var items, wait, work []float64
+		for _, r := range runs {
+			c := r[queueKey+"queue_duration_seconds_count "+n]
+			items = append(items, c)
+			if c > 0 {
+				wait = append(wait, r[queueKey+"queue_duration_seconds_sum "+n]/c*1000)
+			}
+			if wc := r[queueKey+"work_duration_seconds_count "+n]; wc > 0 {
+				work = append(work, r[queueKey+"work_duration_seconds_sum "+n]/wc*1000)
+			}
+		}
+		sort.Float64s(items)
+		sort.Float64s(wait)
+		sort.Float64s(work)
+		if len(wait) == 0 {
+			continue
+		}
+		mw := 0.0
+		if len(work) > 0 {
+			mw = medianF(work)
+		}
+		fmt.Fprintf(&b, "| %s | %g | %.1f ms | %.1f ms |\n", n, medianF(items), medianF(wait), mw)
+	}
+	return b.String()
 }

@@ -270,7 +270,7 @@ func timeline(events []event, since time.Time) string {
 			k := mf.Manager + "/" + string(mf.Operation) + "/" + mf.Subresource
 			v := ""
 			if mf.FieldsV1 != nil {
-				v = string(mf.FieldsV1.Raw)
+				v = mf.FieldsV1.GetRawString()
 			}
 			if mf.Time != nil {
 				v += mf.Time.String()

@@ -59,13 +59,8 @@ func TestPublishDoesNotWaitForTheWrite(t *testing.T) {
 		}
 		started <- struct{}{}
 		<-release
-		var cm *corev1.ConfigMap
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			cm = a.GetObject().(*corev1.ConfigMap)
-		case k8stesting.UpdateAction:
-			cm = a.GetObject().(*corev1.ConfigMap)
-		}
+		// Create and update actions both carry the object.
+		cm := a.(interface{ GetObject() runtime.Object }).GetObject().(*corev1.ConfigMap)
 		mu.Lock()
 		writes = append(writes, a.GetVerb()+" "+cm.Data[GuardKeyNotReady])
 		mu.Unlock()
