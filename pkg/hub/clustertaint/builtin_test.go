@@ -119,3 +119,31 @@ func taintsEqual(a, b []corev1.Taint) bool {
 	}
 	return true
 }
+
+// The pass that first sees Ready leave True writes NoSchedule and, when
+// --failover-eviction-timeout has already passed (the failover benchmark's
+// 1ms) and the guard admits it, NoExecute with it: one write, no second
+// pass. Not when the guard refuses, nor before the timeout.
+func TestBuiltinTaintsNoExecuteInTheSamePass(t *testing.T) {
+	now := time.Date(2026, 12, 7, 1, 2, 36, 500_000_000, time.UTC)
+	ready := &metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady, Status: metav1.ConditionUnknown}
+	sec := &metav1.Time{Time: now.Truncate(time.Second)}
+	ns := corev1.Taint{Key: clusterv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: sec}
+	ne := corev1.Taint{Key: clusterv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: sec}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		guardOK bool
+		want    []corev1.Taint
+		due     time.Time
+	}{
+		{"timeout passed, guard admits", time.Millisecond, true, []corev1.Taint{ns, ne}, time.Time{}},
+		{"timeout passed, guard refuses", time.Millisecond, false, []corev1.Taint{ns}, time.Time{}},
+		{"timeout not passed", 5 * time.Minute, true, []corev1.Taint{ns}, sec.Add(5 * time.Minute)},
+	} {
+		got, due := builtinTaints(nil, ready, now, tc.timeout, tc.guardOK)
+		if !taintsEqual(got, tc.want) || !due.Equal(tc.due) {
+			t.Errorf("%s: got %v due %v, want %v due %v", tc.name, got, due, tc.want, tc.due)
+		}
+	}
+}
