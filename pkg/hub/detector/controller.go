@@ -38,6 +38,7 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 	policylisters "github.com/flotilla-io/flotilla/pkg/generated/listers/policy/v1alpha1"
 	"github.com/flotilla-io/flotilla/pkg/hub/forbidden"
+	"github.com/flotilla-io/flotilla/pkg/priorityqueue"
 	"github.com/flotilla-io/flotilla/pkg/quantities"
 	"github.com/flotilla-io/flotilla/pkg/queueworker"
 	"github.com/flotilla-io/flotilla/pkg/resourceinterpreter"
@@ -134,9 +135,10 @@ func NewController(client flotillaclient.Interface, factory flotillainformers.Sh
 		scope:           scope,
 		clock:           clock.RealClock{},
 		statusHold:      DefaultStatusHold,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "detector"}),
 	}
+	// Work on bindings first, status mirrors after (workFirst): a new
+	// template must not wait behind a fleet's held statuses coming due.
+	c.queue = priorityqueue.NewRateLimitingQueue("detector", c.workFirst)
 	enqueue := workobjects.EnqueueKey(c.queue.Add)
 	for _, inf := range []cache.SharedIndexInformer{rt.Informer(), crt.Informer()} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
