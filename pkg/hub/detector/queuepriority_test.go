@@ -18,6 +18,7 @@ package detector
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,13 +88,7 @@ func TestDetectorQueueTakesNewTemplatesFirst(t *testing.T) {
 		got = append(got, k)
 		c.queue.Done(k)
 	}
-	want := []string{"default/fresh", "default/old-1", "default/old-2"}
-	if len(got) != len(want) {
+	if want := []string{"default/fresh", "default/old-1", "default/old-2"}; !slices.Equal(got, want) {
 		t.Fatalf("queue gave %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("queue gave %v, want %v", got, want)
-		}
 	}
 }
