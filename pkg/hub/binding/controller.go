@@ -343,7 +343,8 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		// template why not. Until then the Works stay as they are.
 		return nil
 	}
-	plan := c.planRollout(ctx, binding, tmpl.Annotations, obj, tmpl.Generation)
+	reads := c.workReads(binding)
+	plan := c.planRollout(ctx, binding, tmpl.Annotations, obj, tmpl.Generation, reads)
 	if plan != nil && plan.failed != nil {
 		c.event(binding, "Warning", ReasonRevisionNotRecorded, plan.failed.Error())
 		if werr := c.opts.Statuses.Write(ctx, binding, author, func(s *workv1alpha1.ResourceBindingStatus) {
@@ -355,7 +356,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		}
 		return plan.failed
 	}
-	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation, plan)
+	overrideErrs, wants, current, err := c.syncWorks(ctx, binding, obj, tmpl.Generation, plan, reads)
 	if err != nil {
 		if d, ok := forbidden.Parse(err); ok {
 			return c.refused(ctx, binding, d, err)
@@ -371,7 +372,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		}
 		return err
 	}
-	if err := c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation, plan); err != nil {
+	if err := c.updateStatus(ctx, binding, overrideErrs, wants, c.copies(binding, current), tmpl.Generation, plan, reads); err != nil {
 		return err
 	}
 	c.requeueRollout(key, plan)
@@ -477,7 +478,7 @@ func (c *Controller) count(op string) {
 // status of the stored Work is judged, and the clusters whose stored Work
 // is now the one wanted (rendered from templateGeneration).
 func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.ResourceBinding, obj *unstructured.Unstructured,
-	templateGeneration int64, plan *rolloutPlan) (map[string]error, map[string]*workv1alpha1.WorkSpec, map[string]bool, error) {
+	templateGeneration int64, plan *rolloutPlan, reads *workReads) (map[string]error, map[string]*workv1alpha1.WorkSpec, map[string]bool, error) {
 	overrideErrs := map[string]error{}
 	wants := map[string]*workv1alpha1.WorkSpec{}
 	current := map[string]bool{}
@@ -500,7 +501,7 @@ func (c *Controller) syncWorks(ctx context.Context, binding *workv1alpha1.Resour
 			// (or a finalizer put back) now would hold the namespace forever.
 			continue
 		}
-		stored := c.currentWork(binding, cluster.Name)
+		stored := reads.get(cluster.Name)
 		object, revision, generation := obj, int64(0), templateGeneration
 		if plan != nil {
 			if plan.hold[target.Name] {
@@ -563,13 +564,34 @@ func (c *Controller) overridePolicies(ns string) ([]*policyv1alpha1.ClusterOverr
 	return clusterPolicies, policies, nil
 }
 
-// currentWork is the cluster's Work as cached, nil when there is none.
-func (c *Controller) currentWork(binding *workv1alpha1.ResourceBinding, cluster string) *workv1alpha1.Work {
-	obj, exists, _ := c.works.GetByKey(render.WorkKey(binding, cluster))
-	if !exists {
-		return nil
+// workReads keeps, for the rest of one sync, the first cache read of each
+// of a binding's Works: the rollout decision and the aggregated status are
+// then made from the same agent reports. Read twice, a report that arrived
+// in between gave a status whose rollout verdict was one sync behind its
+// aggregated status (a cluster Healthy in one, still Updating in the
+// other) and a second write to correct it.
+type workReads struct {
+	c       *Controller
+	binding *workv1alpha1.ResourceBinding
+	seen    map[string]*workv1alpha1.Work
+}
+
+func (c *Controller) workReads(binding *workv1alpha1.ResourceBinding) *workReads {
+	return &workReads{c: c, binding: binding, seen: map[string]*workv1alpha1.Work{}}
+}
+
+// get is the cluster's Work as cached when first asked for in this sync,
+// nil when there is none.
+func (r *workReads) get(cluster string) *workv1alpha1.Work {
+	if w, ok := r.seen[cluster]; ok {
+		return w
 	}
-	return obj.(*workv1alpha1.Work)
+	var w *workv1alpha1.Work
+	if obj, exists, _ := r.c.works.GetByKey(render.WorkKey(r.binding, cluster)); exists {
+		w = obj.(*workv1alpha1.Work)
+	}
+	r.seen[cluster] = w
+	return w
 }
 
 // ensureWork creates want or brings the stored Work to it, changing only
@@ -713,13 +735,13 @@ func (c *Controller) purgingDirectly(binding *workv1alpha1.ResourceBinding) bool
 
 // updateStatus sums the target clusters' Works into the binding's status.
 func (c *Controller) updateStatus(ctx context.Context, binding *workv1alpha1.ResourceBinding, overrideErrs map[string]error,
-	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64, plan *rolloutPlan) error {
+	wants map[string]*workv1alpha1.WorkSpec, copies []workCopy, templateGeneration int64, plan *rolloutPlan, reads *workReads) error {
 	now := metav1.NewTime(c.opts.Clock.Now())
 	targets := render.Targets(binding)
 	items := make([]workv1alpha1.AggregatedStatusItem, 0, len(targets))
 	share := statuslimits.StatusShare(len(targets))
 	for _, target := range targets {
-		item := c.clusterStatus(binding, target.Name, overrideErrs[target.Name], wants[target.Name], share)
+		item := c.clusterStatus(binding, reads.get(target.Name), target.Name, overrideErrs[target.Name], wants[target.Name], share)
 		if item.Health == workv1alpha1.ResourceUnhealthy {
 			item.UnhealthySince = &now
 			if prev := previousItem(binding, target.Name); prev != nil && prev.Health == workv1alpha1.ResourceUnhealthy && prev.UnhealthySince != nil {
@@ -815,9 +837,10 @@ func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1
 	return nil
 }
 
-// clusterStatus reads one cluster's Work. Its status counts for the current
-// binding generation only when the stored Work is the one wanted now (the
-// informer may not have seen our update yet) and the agent has applied its
+// clusterStatus judges one cluster's Work w (nil: none is cached). Its
+// status counts for the current binding generation only when the stored
+// Work is the one wanted now (the informer may not have seen our update
+// yet) and the agent has applied its
 // current generation: status from before a change says nothing about the
 // new placement (the replacement's old 2/2 is not the new 3/3).
 //
@@ -825,7 +848,7 @@ func previousItem(binding *workv1alpha1.ResourceBinding, cluster string) *workv1
 // statuslimits.MaxClusterMessage characters and the status is left out
 // when it is larger than share bytes (statuslimits.StatusShare), so no
 // cluster's report can make the binding's status too large to write.
-func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluster string, renderErr error, want *workv1alpha1.WorkSpec,
+func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, w *workv1alpha1.Work, cluster string, renderErr error, want *workv1alpha1.WorkSpec,
 	share int) workv1alpha1.AggregatedStatusItem {
 	item := workv1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: workv1alpha1.ResourceUnknown}
 	if conflict := (*workConflictError)(nil); errors.As(renderErr, &conflict) {
@@ -836,12 +859,10 @@ func (c *Controller) clusterStatus(binding *workv1alpha1.ResourceBinding, cluste
 		item.AppliedMessage = statuslimits.Text("override policy failed: "+renderErr.Error(), statuslimits.MaxClusterMessage)
 		return item
 	}
-	obj, exists, _ := c.works.GetByKey(render.WorkKey(binding, cluster))
-	if !exists {
+	if w == nil {
 		item.AppliedMessage = MessageWorkNotCreated
 		return item
 	}
-	w := obj.(*workv1alpha1.Work)
 	if !workobjects.OwnsWork(binding, w) {
 		item.AppliedMessage = statuslimits.Text((&workConflictError{work: w}).Error(), statuslimits.MaxClusterMessage)
 		return item

@@ -65,7 +65,7 @@ func strategyAll(s *policyv1alpha1.RolloutStrategy) bool {
 // (render the template as it is, everywhere) when the hub keeps no
 // revisions.
 func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.ResourceBinding, annotations map[string]string,
-	obj *unstructured.Unstructured, templateGeneration int64) *rolloutPlan {
+	obj *unstructured.Unstructured, templateGeneration int64, reads *workReads) *rolloutPlan {
 	if c.opts.Revisions == nil {
 		return nil
 	}
@@ -103,7 +103,7 @@ func (c *Controller) planRollout(ctx context.Context, binding *workv1alpha1.Reso
 				}
 			}
 		}
-		if w := c.currentWork(binding, t.Name); w != nil && w.DeletionTimestamp == nil && workobjects.OwnsWork(binding, w) {
+		if w := reads.get(t.Name); w != nil && w.DeletionTimestamp == nil && workobjects.OwnsWork(binding, w) {
 			if v, ok := w.Annotations[workv1alpha1.AnnotationTemplateRevision]; ok {
 				cl.Running, _ = strconv.ParseInt(v, 10, 64)
 			} else {
