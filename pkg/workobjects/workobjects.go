@@ -251,6 +251,24 @@ func (b *Bindings) Get(key string) (*workv1alpha1.ResourceBinding, error) {
 	return b.Namespaced.ResourceBindings(ns).Get(name)
 }
 
+// Read returns the binding of key as the apiserver stores it now, not as
+// the cache has it: for a decision made again at once after a write of it
+// conflicted (the cache may not have the write that came first yet).
+func (b *Bindings) Read(ctx context.Context, key string) (*workv1alpha1.ResourceBinding, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if ns == "" {
+		c, err := b.Client.WorkV1alpha1().ClusterResourceBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return FromClusterBinding(c), nil
+	}
+	return b.Client.WorkV1alpha1().ResourceBindings(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
 // Create creates a binding.
 func (b *Bindings) Create(ctx context.Context, rb *workv1alpha1.ResourceBinding) error {
 	var err error

@@ -187,6 +187,29 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	err = c.evict(ctx, key, binding)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	// Another write came between our read and our eviction, most often the
+	// binding controller's status patch for the same Ready change: decide
+	// again at once from the binding as stored. A requeue would wait for
+	// its backoff and for the cache to catch up, on every failover's path
+	// (docs/benchmarks.md, the chain after detection). Once: a second
+	// conflict goes back to the queue.
+	binding, err = c.bindings.Read(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.evict(ctx, key, binding)
+}
+
+// evict writes binding's evictions from the clusters whose taints it does
+// not tolerate, as far as the fleet guard admits them.
+func (c *Controller) evict(ctx context.Context, key string, binding *workv1alpha1.ResourceBinding) error {
 	if binding.DeletionTimestamp != nil || len(binding.Spec.Clusters) == 0 {
 		return nil
 	}
@@ -273,7 +296,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}, stamp)
 	}
 	if _, err := c.bindings.Update(ctx, updated); err != nil {
-		c.count(workv1alpha1.EvictionReasonTaintUntolerated, "error")
+		if !apierrors.IsConflict(err) {
+			// A conflict is decided again (sync), not a failed eviction.
+			c.count(workv1alpha1.EvictionReasonTaintUntolerated, "error")
+		}
 		return err
 	}
 	for _, e := range evictions {
