@@ -215,6 +215,11 @@ type clusterSpec struct {
 	labels           map[string]string
 	provider, region string
 	zones            []string
+	// noRoom: the member reports no room for pods in its first status.
+	// The hub takes the not-ready taint off only once its cache holds that
+	// status, so a template created next is never decided on the room of
+	// an earlier one (a setRoom after registering races it).
+	noRoom bool
 }
 
 // clusters registers members as a reporting agent leaves them (Ready, room
@@ -240,7 +245,11 @@ func (c *tc) registerCluster(name string, s clusterSpec) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.setReady(created, metav1.ConditionTrue)
+	free := -1
+	if s.noRoom {
+		free = 0
+	}
+	c.setReadyWithRoom(created, metav1.ConditionTrue, free)
 	// Until the hub has taken off the taints of a cluster that had not
 	// reported yet, the scheduler leaves it out; a Divided workload
 	// scheduled meanwhile would never come to it (a loaded machine made
@@ -263,6 +272,13 @@ func (c *tc) simClusters(n int) []string {
 
 func (c *tc) setReady(cl *clusterv1alpha1.Cluster, status metav1.ConditionStatus) {
 	c.t.Helper()
+	c.setReadyWithRoom(cl, status, -1)
+}
+
+// setReadyWithRoom is setReady with room for free pods reported (-1: all
+// 110).
+func (c *tc) setReadyWithRoom(cl *clusterv1alpha1.Cluster, status metav1.ConditionStatus, free int) {
+	c.t.Helper()
 	c.eventually("cluster "+cl.Name+" Ready="+string(status), func() (bool, error) {
 		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: clusterv1alpha1.ClusterConditionReady,
 			Status: status, Reason: "ClusterReady", Message: "set by the conformance test"})
@@ -271,6 +287,9 @@ func (c *tc) setReady(cl *clusterv1alpha1.Cluster, status metav1.ConditionStatus
 			corev1.ResourceCPU:    resource.MustParse("100"),
 			corev1.ResourceMemory: resource.MustParse("400Gi"),
 		}}
+		if free >= 0 {
+			cl.Status.ResourceSummary.Allocated = corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(110-free), resource.DecimalSI)}
+		}
 		_, err := c.fc.ClusterV1alpha1().Clusters().UpdateStatus(c.ctx, cl, metav1.UpdateOptions{})
 		if err == nil {
 			return true, nil

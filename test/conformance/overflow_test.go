@@ -125,9 +125,11 @@ func TestKarmada_ClusterAffinities_Overflow_ScaleUpAndDown(t *testing.T) {
 func TestKarmada_ClusterAffinities_Overflow_ComeBackWithFailback(t *testing.T) {
 	c := newCase(t)
 	const window = 2
-	members := c.simClusters(2)
+	// The primary is full from its first report (clusterSpec.noRoom): a
+	// setRoom(primary, 0) here could reach the hub's cache after the
+	// template's first schedule, which would then place on the primary.
+	members := c.clusters("sim", clusterSpec{noRoom: true}, clusterSpec{})
 	primary, secondary := members[0], members[1]
-	c.setRoom(primary, 0)
 	c.policy("nginx", policyv1alpha1.PropagationSpec{ResourceSelectors: selector("apps/v1", "Deployment", "nginx"),
 		Placement: overflowAffinitiesPlacement(primary, secondary),
 		Failover:  &policyv1alpha1.FailoverBehavior{Failback: &policyv1alpha1.FailbackBehavior{StabilizationWindowSeconds: window}}})
