@@ -134,19 +134,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	serveErr := make(chan error, 1)
-	go func() {
-		err := server.Run(ctx)
-		if err != nil {
-			// Without its probes' endpoints (an address in use, say) the
-			// kubelet would restart a healthy agent later, and nobody would
-			// see why: stop now, with the error, as a manager whose metrics
-			// server cannot start does.
-			logger.Error(err, "Health and metrics server stopped; the agent stops")
-			cancel()
-		}
-		serveErr <- err
-	}()
+	serveErr := server.Start(ctx, cancel)
 	stopHubToken := startHubTokenRenewer(ctx, hubToken, hubKube, hubFlotilla, m)
 	defer stopHubToken()
 	if runner != nil {

@@ -385,18 +385,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	serveErr := make(chan error, 1)
-	go func() {
-		err := health.Run(ctx)
-		if err != nil {
-			// Without its probes' endpoints (an address in use, say) the
-			// kubelet would restart a healthy hub later, and nobody would
-			// see why: stop now, with the error, as the webhook does.
-			klog.ErrorS(err, "Health and metrics server stopped; the hub stops")
-			cancel()
-		}
-		serveErr <- err
-	}()
+	serveErr := health.Start(ctx, cancel)
 
 	// The admission webhook serves on every replica, leader or not, so
 	// that writing a customization never waits for an election.

@@ -198,6 +198,25 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// Start runs Run in a goroutine and returns the channel its result comes
+// on. A server that cannot serve (its address in use, say) calls stop: a
+// process without the endpoints its probes and Prometheus read would be
+// restarted by the kubelet later, and nobody would see why, so it stops
+// now with the error, as a controller manager whose metrics server cannot
+// start does.
+func (s *Server) Start(ctx context.Context, stop context.CancelFunc) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		err := s.Run(ctx)
+		if err != nil {
+			klog.ErrorS(err, "Health and metrics server stopped; the process stops")
+			stop()
+		}
+		done <- err
+	}()
+	return done
+}
+
 // RideOut is check as the readiness of a process that keeps serving from its
 // last view when the dependency check probes goes away: it fails until
 // check first succeeds, and afterwards only once check has failed for longer

@@ -26,14 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	clusterv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/flotilla-io/flotilla/pkg/apis/work/v1alpha1"
 	flotillafake "github.com/flotilla-io/flotilla/pkg/generated/clientset/versioned/fake"
-	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 )
 
 // A placement whose write loses a race with another write of the binding
@@ -72,16 +69,9 @@ func TestPlacementConflictIsDecidedAgainFromTheStoredBinding(t *testing.T) {
 				left--
 				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "work.flotilla.io", Resource: "resourcebindings"}, binding.Name, nil)
 			})
-			factory := flotillainformers.NewSharedInformerFactory(client, 0)
-			c := NewController(client, factory, Options{EvictionHistoryTTL: 10 * time.Minute,
-				Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			factory.Start(ctx.Done())
-			if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-				t.Fatal("caches did not sync")
-			}
-			client.ClearActions()
+			c := startedController(t, ctx, client)
 			err := c.sync(ctx, "default/"+binding.Name)
 			if tc.wantErr != apierrors.IsConflict(err) || !tc.wantErr && err != nil {
 				t.Fatalf("sync: %v, want a conflict: %v", err, tc.wantErr)

@@ -19,21 +19,29 @@ import (
 	flotillainformers "github.com/flotilla-io/flotilla/pkg/generated/informers"
 )
 
-// syncOnce runs one sync of the binding against a fake apiserver holding
-// objs and returns the write actions it made and the binding afterwards.
-func syncOnce(t *testing.T, binding *workv1alpha1.ResourceBinding, objs ...runtime.Object) ([]string, *workv1alpha1.ResourceBinding) {
+// startedController is a scheduler on client with synced caches and no
+// actions recorded yet.
+func startedController(t *testing.T, ctx context.Context, client *flotillafake.Clientset) *Controller {
 	t.Helper()
-	client := flotillafake.NewSimpleClientset(append(objs, binding)...)
 	factory := flotillainformers.NewSharedInformerFactory(client, 0)
 	c := NewController(client, factory, Options{EvictionHistoryTTL: 10 * time.Minute,
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		t.Fatal("caches did not sync")
 	}
 	client.ClearActions()
+	return c
+}
+
+// syncOnce runs one sync of the binding against a fake apiserver holding
+// objs and returns the write actions it made and the binding afterwards.
+func syncOnce(t *testing.T, binding *workv1alpha1.ResourceBinding, objs ...runtime.Object) ([]string, *workv1alpha1.ResourceBinding) {
+	t.Helper()
+	client := flotillafake.NewSimpleClientset(append(objs, binding)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startedController(t, ctx, client)
 	if err := c.sync(ctx, binding.Namespace+"/"+binding.Name); err != nil {
 		t.Fatal(err)
 	}
