@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"slices"
 	"strings"
 	"testing"
@@ -665,8 +666,17 @@ func TestDetectorRefusesWhatATemplateMayNotHold(t *testing.T) {
 	// Resync the binding (a label change is an update event) and check the
 	// Work still holds the ConfigMap: the binding controller renders only
 	// the object the detector bound.
-	rb.Labels["touch"] = "1"
-	if _, err := fc.WorkV1alpha1().ResourceBindings(ns).Update(ctx, rb, metav1.UpdateOptions{}); err != nil {
+	// The hub writes the binding too (its status): retry on a conflict
+	// from a fresh read.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := fc.WorkV1alpha1().ResourceBindings(ns).Get(ctx, cmBinding, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Labels["touch"] = "1"
+		_, err = fc.WorkV1alpha1().ResourceBindings(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
