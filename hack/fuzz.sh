@@ -29,6 +29,43 @@ if [ "${1:-}" = --list ]; then
 	exit 0
 fi
 
+# fuzz_one runs one target. Go's fuzz coordinator can fail a target that
+# found nothing: when -fuzztime ends, a worker woken by the deadline may read
+# it before the coordinator counts it as the normal end (golang/go#51484), and
+# the target fails with a bare "context deadline exceeded" and no input
+# written. Seen in CI here on FuzzStatusAggregationRule (stop 44). Such a run,
+# and only such a run, is fuzzed once more; a second failure of any kind, a
+# written input or any other message fails the target.
+fuzz_one() {
+	local pkg=$1 name=$2 out rc
+	for attempt in 1 2; do
+		out=$(mktemp)
+		rc=0
+		go test -count=1 -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg" 2>&1 | tee "$out" || rc=$?
+		if [ "$rc" -eq 0 ]; then
+			rm -f "$out"
+			return 0
+		fi
+		if [ "$attempt" -eq 1 ] && coordinator_deadline "$out"; then
+			rm -f "$out"
+			echo "=== fuzz $pkg $name: failed with a bare 'context deadline exceeded' and no input written (go's fuzz coordinator, golang/go#51484): once more"
+			continue
+		fi
+		rm -f "$out"
+		return 1
+	done
+}
+
+# coordinator_deadline: the output of a failed run shows the coordinator's
+# deadline race and nothing else: one failed target whose only message is the
+# bare deadline, no failing input written, no panic.
+coordinator_deadline() {
+	local out=$1
+	grep -q -x -E '[[:space:]]+context deadline exceeded' "$out" &&
+		[ "$(grep -c -E -- '--- FAIL:' "$out")" -eq 1 ] &&
+		! grep -q -E 'Failing input written to|panic:' "$out"
+}
+
 failed=()
 count=0
 start=$(date +%s)
@@ -38,13 +75,13 @@ while read -r pkg name; do
 	fi
 	count=$((count + 1))
 	echo "=== fuzz $pkg $name ($FUZZTIME)"
-	if ! go test -count=1 -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg"; then
+	if ! fuzz_one "$pkg" "$name"; then
 		failed+=("$pkg $name")
 	fi
 done < <(targets)
 echo "fuzzed $count targets in $(( $(date +%s) - start )) s"
 if [ "${#failed[@]}" -gt 0 ]; then
-	echo "FAIL: fuzz targets that found a failing input (its file is under the package's testdata/fuzz/):"
+	echo "FAIL: fuzz targets that failed (an input they found is written under the package's testdata/fuzz/):"
 	printf '  %s\n' "${failed[@]}"
 	exit 1
 fi
