@@ -39,23 +39,20 @@ fi
 # run in fifty); a written input, a panic, any other message, or a third
 # failure fails the target.
 fuzz_one() {
-	local pkg=$1 name=$2 out rc
-	for attempt in 1 2 3; do
-		out=$(mktemp)
-		rc=0
-		go test -count=1 -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg" 2>&1 | tee "$out" || rc=$?
-		if [ "$rc" -eq 0 ]; then
+	local pkg=$1 name=$2 attempts=3 attempt out
+	out=$(mktemp)
+	for ((attempt = 1; attempt <= attempts; attempt++)); do
+		if go test -count=1 -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg" 2>&1 | tee "$out"; then
 			rm -f "$out"
 			return 0
 		fi
-		if [ "$attempt" -lt 3 ] && coordinator_deadline "$out"; then
-			rm -f "$out"
-			echo "=== fuzz $pkg $name: failed with a bare 'context deadline exceeded' and no input written (go's fuzz coordinator, golang/go#51484): again"
-			continue
+		if [ "$attempt" -eq "$attempts" ] || ! coordinator_deadline "$out"; then
+			break
 		fi
-		rm -f "$out"
-		return 1
+		echo "=== fuzz $pkg $name: failed with a bare 'context deadline exceeded' and no input written (go's fuzz coordinator, golang/go#51484): again"
 	done
+	rm -f "$out"
+	return 1
 }
 
 # coordinator_deadline: the output of a failed run shows the coordinator's
